@@ -1,0 +1,1 @@
+"""loadsched's annotator: syncs real node usage from Prometheus onto Node annotations."""

@@ -1,0 +1,1 @@
+"""loadsched's scheduler extender: the HTTP service the stock kube-scheduler calls."""

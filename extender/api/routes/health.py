@@ -1,0 +1,33 @@
+"""Liveness, readiness and metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from extender.api.deps import StateDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_class=PlainTextResponse)
+async def healthz() -> str:
+    return "ok"
+
+
+@router.get("/readyz", response_class=PlainTextResponse)
+async def readyz(state: StateDep, response: Response) -> str:
+    ready, message = state.readiness()
+    if not ready:
+        response.status_code = 503
+    return message
+
+
+@router.get("/metrics")
+async def metrics(state: StateDep) -> Response:
+    if state.node_cache is not None:
+        state.metrics.cached_nodes.set(len(state.node_cache))
+    if state.node_reflector is not None:
+        state.metrics.cache_synced.set(1 if state.node_reflector.synced.is_set() else 0)
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,57 @@
+"""``loadsched-extender`` / ``python -m extender``: serve the extender with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from extender.main import create_app, resolve_endpoint
+from extender.settings import ENV_PREFIX, load_settings
+from shared.errors import ConfigError
+from shared.logs import configure_logging
+
+logger = logging.getLogger("extender")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="loadsched-extender",
+        description="Serve loadsched's scheduler extender (filter, prioritize, preempt). "
+        f"Every flag has an environment equivalent: {ENV_PREFIX}<FLAG>, e.g. {ENV_PREFIX}PORT.",
+    )
+    parser.add_argument("--policy", help="DynamicSchedulerPolicy file (default: crane's defaults)")
+    parser.add_argument("--host", help="listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="listen port (default 8888)")
+    parser.add_argument("--kubeconfig", help="kubeconfig for the node cache (names-only mode)")
+    parser.add_argument("--kube-context", help="kubeconfig context")
+    parser.add_argument("--max-body-bytes", type=int, help="largest request body accepted")
+    parser.add_argument("--log-level", help="debug, info, warning or error")
+    parser.add_argument("--log-format", help="text or json")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        settings = load_settings(**vars(args))
+        configure_logging(settings.log_level, settings.log_format)
+        app = create_app(settings, endpoint=resolve_endpoint(settings))
+    except ConfigError as e:
+        sys.stderr.write(f"loadsched-extender: {e}\n")
+        return 2
+    logger.info("serving on http://%s:%d", settings.host, settings.port)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http="httptools",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    return 0

@@ -1,0 +1,70 @@
+"""The extender's Prometheus metrics, on a registry of its own (one per app)."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class ExtenderMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.request_seconds = Histogram(
+            "loadsched_extender_request_duration_seconds",
+            "Time to answer a scheduler call, from first body byte to encoded answer.",
+            ["verb"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.responses = Counter(
+            "loadsched_extender_responses_total",
+            "Answers by verb and HTTP status code.",
+            ["verb", "code"],
+            registry=self.registry,
+        )
+        self.decode_errors = Counter(
+            "loadsched_extender_decode_errors_total",
+            "Request bodies rejected as malformed (HTTP 400/413).",
+            ["verb"],
+            registry=self.registry,
+        )
+        self.nodes_filtered = Counter(
+            "loadsched_extender_nodes_filtered_total",
+            "Nodes rejected by filter, by metric and reason "
+            "(overloaded, or why the value was unknown when failClosed).",
+            ["metric", "reason"],
+            registry=self.registry,
+        )
+        self.unknown_annotations = Counter(
+            "loadsched_extender_unknown_annotations_total",
+            "Node metric values read as unknown, by metric and reason "
+            "(missing, malformed, negative, not-finite, stale).",
+            ["metric", "reason"],
+            registry=self.registry,
+        )
+        self.uncached_nodes = Counter(
+            "loadsched_extender_uncached_nodes_total",
+            "Names-only requests naming a node the node cache does not (yet) hold.",
+            registry=self.registry,
+        )
+        self.cached_nodes = Gauge(
+            "loadsched_extender_node_cache_nodes",
+            "Nodes in the watch-fed node cache.",
+            registry=self.registry,
+        )
+        self.cache_synced = Gauge(
+            "loadsched_extender_node_cache_synced",
+            "1 once the node cache has completed its first list.",
+            registry=self.registry,
+        )
+
+    def count_filtered(self, tally: Tally[tuple[str, str]]) -> None:
+        for (metric, reason), n in tally.items():
+            self.nodes_filtered.labels(metric, reason).inc(n)
+
+    def count_unknown(self, tally: Tally[tuple[str, str]]) -> None:
+        for (metric, reason), n in tally.items():
+            self.unknown_annotations.labels(metric, reason).inc(n)

@@ -1,0 +1,50 @@
+"""The extender's settings: environment variables ``LOADSCHED_*``, overridden by CLI flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.errors import ConfigError
+from shared.logs import LogFormat
+
+ENV_PREFIX = "LOADSCHED_"
+
+
+class ExtenderSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    policy: Path | None = None
+    """The DynamicSchedulerPolicy file; crane's defaults when unset."""
+    host: str = "127.0.0.1"
+    """Address to listen on."""
+    port: int = Field(default=8888, ge=0, le=65535)
+    """Port to listen on (0 picks a free one)."""
+    kubeconfig: Path | None = None
+    """kubeconfig for the node cache; in-cluster when unset and running in a pod; without
+    either, only full-node requests (nodeCacheCapable: false) can be answered."""
+    kube_context: str | None = None
+    """kubeconfig context; the current one when unset."""
+    max_body_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
+    """Largest request body accepted; larger ones get 413."""
+    log_level: str = Field(default="INFO", pattern=r"(?i)^(debug|info|warning|error)$")
+    """debug, info, warning or error."""
+    log_format: LogFormat = "text"
+    """text or json (one object per line)."""
+
+
+def load_settings(**overrides: Any) -> ExtenderSettings:
+    """Environment plus explicit overrides (``None`` overrides are ignored), validated."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return ExtenderSettings(**given)
+    except ValidationError as e:
+        detail = e.errors()[0]
+        field = str(detail["loc"][0]) if detail["loc"] else ""
+        source = (
+            f"--{field.replace('_', '-')} / {ENV_PREFIX}{field.upper()}" if field else "settings"
+        )
+        raise ConfigError(source, "", detail["msg"]) from e

@@ -1,0 +1,34 @@
+"""What one extender app holds: its decisions, metrics and the optional node watch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from extender.metrics import ExtenderMetrics
+from extender.node_loads import NodeLoadCache
+from extender.scheduling import LoadAwareExtender
+from extender.settings import ExtenderSettings
+from extender.wire import Node
+from shared.kube.watching import Reflector
+from shared.policy import DynamicSchedulerPolicy
+
+
+@dataclass
+class ExtenderState:
+    settings: ExtenderSettings
+    policy: DynamicSchedulerPolicy
+    clock: Callable[[], datetime]
+    metrics: ExtenderMetrics
+    extender: LoadAwareExtender
+    node_cache: NodeLoadCache | None = None
+    node_reflector: Reflector[Node] | None = None
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready once the node cache has synced, or at once without a cluster."""
+        if self.node_reflector is None:
+            return True, "ready: no cluster configured, full-node requests only"
+        if self.node_reflector.synced.is_set():
+            return True, f"ready: node cache holds {len(self.node_cache or ())} nodes"
+        return False, "not ready: node cache has not completed its first list"

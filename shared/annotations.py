@@ -1,0 +1,90 @@
+"""Node annotation codec, byte-compatible with crane-scheduler.
+
+A metric annotation is ``"<fraction with 5 decimals>,<YYYY-MM-DDTHH:MM:SSZ>"``; the hot value
+annotation ``node_hot_value`` is ``"<integer>,<timestamp>"``. loadsched writes true UTC by default;
+crane writes local wall time in its ``$TZ`` with a literal ``Z``, so the zone is a parameter.
+
+Decoding never raises: a bad value decodes to :class:`Unknown` with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from typing import Literal
+
+UnknownReason = Literal["missing", "malformed", "negative", "not-finite", "stale"]
+
+_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z")
+# What Go's strconv.ParseFloat takes in base 10, less hex floats and underscores.
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?i:inf|infinity|nan)")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """A decoded annotation: the value and when it was measured (timezone-aware)."""
+
+    value: float
+    timestamp: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """An annotation that cannot be used, and why."""
+
+    reason: UnknownReason
+    detail: str = ""
+
+
+Reading = Sample | Unknown
+
+
+def format_timestamp(moment: datetime, zone: tzinfo = UTC) -> str:
+    """``moment`` as wall time in ``zone`` with a literal ``Z`` (crane's layout)."""
+    return moment.astimezone(zone).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def encode_metric(value: float, moment: datetime, zone: tzinfo = UTC) -> str:
+    """Encode a usage fraction. NaN and negative values are written as ``0.00000``."""
+    if math.isnan(value) or value < 0:
+        value = 0.0
+    return f"{value:.5f},{format_timestamp(moment, zone)}"
+
+
+def encode_hot_value(count: int, moment: datetime, zone: tzinfo = UTC) -> str:
+    """Encode the integer hot value."""
+    return f"{max(count, 0)},{format_timestamp(moment, zone)}"
+
+
+def parse_timestamp(text: str, zone: tzinfo = UTC) -> datetime | None:
+    """Parse crane's timestamp layout as wall time in ``zone``; ``None`` if malformed."""
+    match = _TIMESTAMP.fullmatch(text)
+    if match is None:
+        return None
+    try:
+        year, month, day, hour, minute, second = (int(g) for g in match.groups())
+        return datetime(year, month, day, hour, minute, second, tzinfo=zone)
+    except ValueError:
+        return None
+
+
+def decode(raw: str | None, zone: tzinfo = UTC) -> Reading:
+    """Decode a metric or hot value annotation. Never raises."""
+    if raw is None:
+        return Unknown("missing")
+    value_text, sep, stamp_text = raw.partition(",")
+    if not sep or "," in stamp_text:
+        return Unknown("malformed", f"expected '<value>,<timestamp>', got {raw[:64]!r}")
+    if not _FLOAT.fullmatch(value_text):
+        return Unknown("malformed", f"value {value_text[:32]!r} is not a number")
+    value = float(value_text)
+    if not math.isfinite(value):
+        return Unknown("not-finite", f"value {value_text!r}")
+    if value < 0:
+        return Unknown("negative", f"value {value_text!r}")
+    stamp = parse_timestamp(stamp_text, zone)
+    if stamp is None:
+        return Unknown("malformed", f"timestamp {stamp_text[:32]!r} is not YYYY-MM-DDTHH:MM:SSZ")
+    return Sample(value, stamp)

@@ -1,0 +1,205 @@
+"""List+watch caches: list once, then watch from the list's resourceVersion, resume the watch
+from the last seen resourceVersion after a disconnect, and re-list on ``410 Gone``.
+
+Failures never stop the loop: each failed attempt is logged and retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+import httpx
+import msgspec
+
+from shared.errors import APIError, APIGoneError, APIUnreachableError
+from shared.kube.config import WATCH_TIMEOUT
+from shared.kube.status import Status, raise_for_status, status_error, unreachable
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+class Store(Protocol[T_contra]):
+    """Where a reflector puts what it lists and watches."""
+
+    def replace(self, items: Sequence[T_contra]) -> None:
+        """Swap the whole content for a fresh list (atomically for readers)."""
+
+    def apply(self, event: str, item: T_contra) -> None:
+        """Apply one ``ADDED``, ``MODIFIED`` or ``DELETED`` event."""
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+    # `continue` is a Python keyword.
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _ObjectMeta(msgspec.Struct):
+    resourceVersion: str = ""
+
+
+class _Versioned(msgspec.Struct):
+    metadata: _ObjectMeta = msgspec.field(default_factory=_ObjectMeta)
+
+
+class _ListPage(msgspec.Struct):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[msgspec.Raw] | None = None
+
+
+class _WatchEvent(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+_PAGE = msgspec.json.Decoder(_ListPage)
+_EVENT = msgspec.json.Decoder(_WatchEvent)
+_VERSIONED = msgspec.json.Decoder(_Versioned)
+_STATUS = msgspec.json.Decoder(Status)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter: ``min(cap, base * 2**attempt)``."""
+
+    base: float = 0.5
+    cap: float = 30.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.cap, self.base * 2 ** min(attempt, 16)))
+
+
+class Reflector(Generic[T]):
+    """Keeps a :class:`Store` in step with one collection of the API server.
+
+    ``path`` is the collection URL (``/api/v1/nodes``); ``decode`` turns one object's JSON
+    into whatever the store keeps, reading only the fields it needs.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        path: str,
+        decode: Callable[[bytes], T],
+        store: Store[T],
+        name: str,
+        page_size: int = 500,
+        watch_seconds: int = 300,
+        backoff: Backoff = Backoff(),
+        label_selector: str | None = None,
+    ) -> None:
+        self._client = client
+        self._path = path
+        self._decode = decode
+        self._store = store
+        self._name = name
+        self._page_size = page_size
+        self._watch_seconds = watch_seconds
+        self._backoff = backoff
+        self._selector = label_selector
+        self.synced = asyncio.Event()
+        """Set after the first complete list has been stored."""
+        self.resource_version = ""
+        self.relists = 0
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        attempt = 0
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                    attempt = 0
+                await self._watch()
+                attempt = 0
+            except APIGoneError:
+                logger.info(
+                    "%s: resourceVersion %s expired; re-listing", self._name, self.resource_version
+                )
+                need_list = True
+                self.relists += 1
+            except (APIError, APIUnreachableError, msgspec.DecodeError) as e:
+                attempt += 1
+                delay = self._backoff.delay(attempt)
+                logger.warning(
+                    "%s: attempt #%d failed (%s); will retry in %.1fs",
+                    self._name,
+                    attempt,
+                    e,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+
+    def _params(self) -> dict[str, str]:
+        params: dict[str, str] = {}
+        if self._selector:
+            params["labelSelector"] = self._selector
+        return params
+
+    async def _list(self) -> None:
+        items: list[T] = []
+        token = ""
+        while True:
+            params = self._params() | {"limit": str(self._page_size)}
+            if token:
+                params["continue"] = token
+            try:
+                response = await self._client.get(self._path, params=params)
+            except httpx.HTTPError as e:
+                raise unreachable(e, f"list {self._path}") from e
+            raise_for_status(response)
+            page = _PAGE.decode(response.content)
+            items.extend(self._decode(raw) for raw in page.items or ())
+            token = page.metadata.continue_
+            if not token:
+                self.resource_version = page.metadata.resourceVersion
+                break
+        self._store.replace(items)
+        self.synced.set()
+        logger.info(
+            "%s: listed %d objects at resourceVersion %s",
+            self._name,
+            len(items),
+            self.resource_version,
+        )
+
+    async def _watch(self) -> None:
+        params = self._params() | {
+            "watch": "1",
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self._watch_seconds),
+        }
+        try:
+            async with self._client.stream(
+                "GET", self._path, params=params, timeout=WATCH_TIMEOUT
+            ) as response:
+                if not response.is_success:
+                    await response.aread()
+                    raise_for_status(response)
+                async for line in response.aiter_lines():
+                    if line:
+                        self._handle(line.encode())
+        except httpx.HTTPError as e:
+            raise unreachable(e, f"watch {self._path}") from e
+
+    def _handle(self, line: bytes) -> None:
+        event = _EVENT.decode(line)
+        if event.type == "ERROR":
+            raise status_error(_STATUS.decode(event.object))
+        version = _VERSIONED.decode(event.object).metadata.resourceVersion
+        if event.type != "BOOKMARK":
+            self._store.apply(event.type, self._decode(event.object))
+        if version:
+            self.resource_version = version
