@@ -43,6 +43,14 @@ class NamesOnlyUnavailable(Exception):
     )
 
 
+class InvalidNode(Exception):
+    """A node item in ``Nodes.items`` has a field of the wrong type."""
+
+    def __init__(self, index: int, error: msgspec.DecodeError) -> None:
+        detail = str(error).replace("- at `$", f"- at `$.Nodes.items[{index}]", 1)
+        super().__init__(detail)
+
+
 class LoadAwareExtender:
     def __init__(
         self,
@@ -69,8 +77,11 @@ class LoadAwareExtender:
             for name in args.NodeNames:
                 yield name, cache.get(name), None
             return
-        for raw in (args.Nodes.items if args.Nodes else None) or ():
-            node = decode_node(raw)
+        for index, raw in enumerate((args.Nodes.items if args.Nodes else None) or ()):
+            try:
+                node = decode_node(raw)
+            except msgspec.DecodeError as e:
+                raise InvalidNode(index, e) from e
             yield node.metadata.name, self._memo.load(node), raw
 
     def _verdicts(

@@ -15,7 +15,7 @@ import msgspec
 from fastapi import APIRouter, Request, Response
 
 from extender.api.deps import StateDep
-from extender.scheduling import NamesOnlyUnavailable
+from extender.scheduling import InvalidNode, NamesOnlyUnavailable
 from extender.state import ExtenderState
 from extender.wire import ARGS_DECODER, ENCODER, PREEMPTION_DECODER, ExtenderArgs, FilterResult
 
@@ -95,6 +95,8 @@ async def filter_nodes(request: Request, state: StateDep) -> Response:
             result = state.extender.filter(args.Pod, args)
         except NamesOnlyUnavailable as e:
             result = FilterResult(NodeNames=None, Error=str(e))
+        except InvalidNode as e:
+            raise BadRequest(400, f"invalid request body: {e}") from e
     except BadRequest as e:
         return _refuse(state, "filter", started, e)
     return _respond(state, "filter", started, 200, result)
@@ -108,6 +110,8 @@ async def prioritize_nodes(request: Request, state: StateDep) -> Response:
         assert args.Pod is not None
         try:
             scores = state.extender.prioritize(args.Pod, args)
+        except InvalidNode as e:
+            raise BadRequest(400, f"invalid request body: {e}") from e
         except NamesOnlyUnavailable as e:
             # kube-scheduler drops prioritize errors silently: say it here.
             logger.error("prioritize: %s", e)

@@ -1,0 +1,59 @@
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from extender.main import create_app
+from extender.settings import ExtenderSettings
+from shared.kube.config import KubeEndpoint
+from shared.load_model import LoadRules
+from shared.policy import DynamicSchedulerPolicy, default_policy
+from tests.fakekube import FakeCollection
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+
+ClientFactory = Callable[..., Awaitable[httpx.AsyncClient]]
+
+
+@pytest.fixture
+def policy() -> DynamicSchedulerPolicy:
+    return default_policy()
+
+
+@pytest.fixture
+def rules(policy: DynamicSchedulerPolicy) -> LoadRules:
+    return LoadRules.from_policy(policy)
+
+
+@pytest.fixture
+async def make_client(policy: DynamicSchedulerPolicy) -> AsyncIterator[ClientFactory]:
+    """Starts extender apps (lifespan included); ``fake`` turns on the node cache."""
+    async with AsyncExitStack() as stack:
+
+        async def build(
+            *,
+            fake: FakeCollection | None = None,
+            the_policy: DynamicSchedulerPolicy | None = None,
+            **settings: object,
+        ) -> httpx.AsyncClient:
+            app = create_app(
+                ExtenderSettings(**settings),  # type: ignore[arg-type]
+                policy=the_policy or policy,
+                endpoint=KubeEndpoint(host="https://api.test") if fake else None,
+                transport=fake.transport() if fake else None,
+                clock=lambda: NOW,
+            )
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+            return await stack.enter_async_context(
+                httpx.AsyncClient(transport=transport, base_url="http://extender")
+            )
+
+        yield build
+
+
+@pytest.fixture
+async def client(make_client: ClientFactory) -> httpx.AsyncClient:
+    return await make_client()

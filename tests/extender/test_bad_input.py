@@ -1,0 +1,163 @@
+"""Nothing a client sends makes the extender answer 500: bad bodies get a 4xx naming the field."""
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests import payloads
+from tests.extender.conftest import ClientFactory
+
+pytestmark = pytest.mark.anyio
+
+VERBS = ["filter", "prioritize", "preempt"]
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize(
+    ("body", "status", "mentions"),
+    [
+        (b"", 400, "truncated"),
+        (b"{", 400, "truncated"),
+        (b"not json", 400, "malformed"),
+        (b"[]", 400, "Expected `object`"),
+        (b"{}", 400, "Pod is required"),
+        (b'{"Pod": null, "Nodes": {"items": []}}', 400, "Pod is required"),
+        (b'{"Pod": 3}', 400, "$.Pod"),
+        (b'{"Pod": {"metadata": {"name": 5}}}', 400, "$.Pod.metadata.name"),
+        (b'{"Pod": {"metadata": {"ownerReferences": {}}}}', 400, "$.Pod.metadata.ownerReferences"),
+    ],
+)
+async def test_malformed_bodies(
+    client: httpx.AsyncClient, verb: str, body: bytes, status: int, mentions: str
+) -> None:
+    response = await client.post(f"/{verb}", content=body)
+    assert response.status_code == status
+    assert mentions in response.json()["detail"]
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+@pytest.mark.parametrize(
+    ("body", "mentions"),
+    [
+        ({"Pod": {}}, "one of Nodes or NodeNames"),
+        ({"Pod": {}, "Nodes": None, "NodeNames": None}, "one of Nodes or NodeNames"),
+        ({"Pod": {}, "Nodes": {"items": []}, "NodeNames": []}, "not both"),
+        ({"Pod": {}, "NodeNames": "n1"}, "$.NodeNames"),
+        ({"Pod": {}, "NodeNames": [1]}, "$.NodeNames[0]"),
+        ({"Pod": {}, "Nodes": []}, "$.Nodes"),
+        ({"Pod": {}, "Nodes": {"items": {}}}, "$.Nodes.items"),
+        (
+            {"Pod": {}, "Nodes": {"items": [{"metadata": {"annotations": {"a": 1}}}]}},
+            "$.Nodes.items[0].metadata.annotations[...]",
+        ),
+        (
+            {"Pod": {}, "Nodes": {"items": [{}, {"metadata": {"name": ["x"]}}]}},
+            "$.Nodes.items[1].metadata.name",
+        ),
+    ],
+)
+async def test_wrong_types_name_the_field(
+    client: httpx.AsyncClient, verb: str, body: dict[str, Any], mentions: str
+) -> None:
+    response = await client.post(f"/{verb}", content=json.dumps(body))
+    assert response.status_code == 400
+    assert mentions in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "mentions"),
+    [
+        (
+            {"Pod": {}, "NodeNameToVictims": {"n": {"Pods": [{"metadata": {"uid": 1}}]}}},
+            "$.NodeNameToVictims[...].Pods[0].metadata.uid",
+        ),
+        ({"Pod": {}, "NodeNameToMetaVictims": {"n": {"Pods": [{}]}}}, "UID"),
+        (
+            {"Pod": {}, "NodeNameToMetaVictims": {"n": {"NumPDBViolations": "1"}}},
+            "NumPDBViolations",
+        ),
+    ],
+)
+async def test_preempt_wrong_types(
+    client: httpx.AsyncClient, body: dict[str, Any], mentions: str
+) -> None:
+    response = await client.post("/preempt", content=json.dumps(body))
+    assert response.status_code == 400
+    assert mentions in response.json()["detail"]
+
+
+async def test_body_over_the_limit_is_413(make_client: ClientFactory) -> None:
+    client = await make_client(max_body_bytes=1000)
+    body = payloads.encode(payloads.full_args([payloads.node("n1")]))
+    assert len(body) > 1000
+    response = await client.post("/filter", content=body)
+    assert response.status_code == 413
+    assert "over the limit of 1000" in response.json()["detail"]
+
+    async def chunked() -> Any:  # no Content-Length: the limit applies while reading
+        for i in range(0, len(body), 256):
+            yield body[i : i + 256]
+
+    response = await client.post("/filter", content=chunked())
+    assert response.status_code == 413
+    small = payloads.encode(payloads.full_args([]))
+    assert (await client.post("/filter", content=small)).status_code == 200
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+shaped = st.fixed_dictionaries(
+    {},
+    optional={
+        "Pod": json_values
+        | st.fixed_dictionaries(
+            {
+                "metadata": st.dictionaries(
+                    st.sampled_from(["name", "namespace", "ownerReferences", "uid"]), json_values
+                )
+            }
+        ),
+        "Nodes": json_values
+        | st.fixed_dictionaries(
+            {
+                "items": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "metadata": st.dictionaries(
+                                st.sampled_from(["name", "annotations"]),
+                                json_values
+                                | st.dictionaries(
+                                    st.sampled_from(["cpu_usage_avg_5m", "node_hot_value"]),
+                                    st.text(max_size=30),
+                                ),
+                            )
+                        }
+                    ),
+                    max_size=3,
+                )
+            }
+        ),
+        "NodeNames": json_values | st.lists(st.text(max_size=5), max_size=3),
+        "NodeNameToVictims": json_values,
+        "NodeNameToMetaVictims": json_values,
+    },
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=json_values | shaped, verb=st.sampled_from(VERBS))
+async def test_fuzzed_bodies_never_500(client: httpx.AsyncClient, body: Any, verb: str) -> None:
+    response = await client.post(f"/{verb}", content=json.dumps(body))
+    assert response.status_code in (200, 400, 503), response.text
+    assert response.headers["content-type"] == "application/json"

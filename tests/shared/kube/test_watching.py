@@ -1,0 +1,132 @@
+import asyncio
+from collections.abc import Sequence
+
+import httpx
+import msgspec
+import pytest
+
+from shared.kube.watching import Backoff, Reflector
+from tests.fakekube import FakeCollection, event, gone, obj
+
+pytestmark = pytest.mark.anyio
+
+
+class Item(msgspec.Struct):
+    class Meta(msgspec.Struct):
+        name: str
+        resourceVersion: str = ""
+
+    metadata: Meta
+
+
+class DictStore:
+    def __init__(self) -> None:
+        self.items: dict[str, str] = {}
+        self.replaced = 0
+
+    def replace(self, items: Sequence[Item]) -> None:
+        self.items = {i.metadata.name: i.metadata.resourceVersion for i in items}
+        self.replaced += 1
+
+    def apply(self, kind: str, item: Item) -> None:
+        if kind == "DELETED":
+            self.items.pop(item.metadata.name, None)
+        else:
+            self.items[item.metadata.name] = item.metadata.resourceVersion
+
+
+async def run_until(
+    fake: FakeCollection, store: DictStore, done: callable, page_size: int = 2
+) -> Reflector[Item]:
+    decoder = msgspec.json.Decoder(Item)
+    async with httpx.AsyncClient(base_url="https://api", transport=fake.transport()) as client:
+        reflector = Reflector[Item](
+            client=client,
+            path="/api/v1/nodes",
+            decode=decoder.decode,
+            store=store,
+            name="nodes",
+            page_size=page_size,
+            backoff=Backoff(base=0.0, cap=0.0),
+        )
+        task = asyncio.create_task(reflector.run())
+        for _ in range(500):
+            await asyncio.sleep(0.001)
+            if done():
+                break
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    return reflector
+
+
+async def test_lists_in_pages_then_watches_from_the_list_version() -> None:
+    fake = FakeCollection(
+        lists=[(10, [obj("n1", 1), obj("n2", 2), obj("n3", 3)])],
+        watches=[
+            [
+                event("ADDED", obj("n4", 11)),
+                event("MODIFIED", obj("n1", 12)),
+                event("DELETED", obj("n2", 13)),
+            ]
+        ],
+    )
+    store = DictStore()
+    reflector = await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2)
+    assert store.items == {"n1": "12", "n3": "3", "n4": "11"}
+    assert reflector.synced.is_set()
+    # two pages (limit 2), continue token passed on
+    lists = [r for r in fake.requests if not r.url.params.get("watch")]
+    assert [r.url.params.get("continue") for r in lists] == [None, "2"]
+    # the watch resumes from the last event's version, not from the list's
+    assert fake.watch_versions() == ["10", "13"]
+    assert all(
+        r.url.params["allowWatchBookmarks"] == "true"
+        for r in fake.requests
+        if r.url.params.get("watch")
+    )
+
+
+async def test_bookmark_advances_the_version_without_touching_the_store() -> None:
+    fake = FakeCollection(
+        lists=[(10, [obj("n1", 1)])],
+        watches=[[{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}}]],
+    )
+    store = DictStore()
+    await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2)
+    assert store.items == {"n1": "1"}
+    assert fake.watch_versions() == ["10", "50"]
+
+
+async def test_gone_relists_and_replaces() -> None:
+    fake = FakeCollection(
+        lists=[(10, [obj("n1", 1), obj("n2", 2)]), (30, [obj("n1", 25)])],
+        watches=[[event("ADDED", obj("n3", 11)), gone()]],
+    )
+    store = DictStore()
+    reflector = await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2)
+    assert store.items == {"n1": "25"}
+    assert store.replaced == 2
+    assert reflector.relists == 1
+    assert fake.watch_versions() == ["10", "30"]
+
+
+async def test_disconnect_resumes_the_watch_without_relisting() -> None:
+    fake = FakeCollection(
+        lists=[(10, [obj("n1", 1)])],
+        watches=[[event("ADDED", obj("n2", 11)), httpx.ReadError("connection reset")]],
+    )
+    store = DictStore()
+    await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2)
+    assert store.items == {"n1": "1", "n2": "11"}
+    assert fake.list_count() == 1
+    assert fake.watch_versions() == ["10", "11"]
+
+
+async def test_failed_list_is_retried_not_dropped() -> None:
+    fake = FakeCollection(lists=[(10, [obj("n1", 1)])], list_status=[500, 429, 403])
+    store = DictStore()
+    reflector = await run_until(fake, store, lambda: store.replaced >= 1)
+    assert store.items == {"n1": "1"}
+    assert reflector.synced.is_set()
+    assert fake.list_count() == 4

@@ -1,0 +1,228 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.annotations import encode_hot_value, encode_metric
+from shared.load_model import LoadRules, NodeLoad, evaluate, hot_value, to_extender_score
+from shared.policy import HotValuePolicy, parse_policy
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+
+
+def rules(
+    stale: str = "failOpen", predicate: list | None = None, priority: list | None = None
+) -> LoadRules:
+    spec = {
+        "syncPolicy": [{"name": "cpu", "period": "3m"}, {"name": "mem", "period": "15m"}],
+        "predicate": predicate
+        if predicate is not None
+        else [{"name": "cpu", "maxLimitPecent": 0.65}, {"name": "mem", "maxLimitPecent": 0.75}],
+        "priority": priority
+        if priority is not None
+        else [{"name": "cpu", "weight": 0.2}, {"name": "mem", "weight": 0.3}],
+        "staleData": stale,
+    }
+    return LoadRules.from_policy(parse_policy({"spec": spec}))
+
+
+def at(value: float, age: timedelta = timedelta(0)) -> str:
+    return encode_metric(value, NOW - age)
+
+
+def load(**annotations: str) -> NodeLoad:
+    raw = {("node_hot_value" if k == "hot" else k): v for k, v in annotations.items()}
+    return NodeLoad.from_annotations("n3", raw, rules())
+
+
+DEFAULT = rules()
+CLOSED = rules("failClosed")
+
+
+@pytest.mark.parametrize(
+    ("annotations", "rule_set", "overload"),
+    [
+        # strict >: exactly at the limit passes
+        ({"cpu": at(0.65), "mem": at(0.1)}, DEFAULT, None),
+        (
+            {"cpu": at(0.65001), "mem": at(0.1)},
+            DEFAULT,
+            "Load[cpu]=0.65001 of node[n3] is above 0.65",
+        ),
+        (
+            {"cpu": at(0.812), "mem": at(0.9)},
+            DEFAULT,
+            "Load[cpu]=0.81200 of node[n3] is above 0.65",
+        ),
+        ({"cpu": at(0.1), "mem": at(0.9)}, DEFAULT, "Load[mem]=0.90000 of node[n3] is above 0.75"),
+        # freshness: fresh iff now < ts + period + 5m (cpu: 3m + 5m = 8m)
+        (
+            {"cpu": at(0.9, timedelta(minutes=7, seconds=59))},
+            DEFAULT,
+            "Load[cpu]=0.90000 of node[n3] is above 0.65",
+        ),
+        ({"cpu": at(0.9, timedelta(minutes=8))}, DEFAULT, None),
+        (
+            {"mem": at(0.9, timedelta(minutes=19, seconds=59))},
+            DEFAULT,
+            "Load[mem]=0.90000 of node[n3] is above 0.75",
+        ),
+        ({"mem": at(0.9, timedelta(minutes=20))}, DEFAULT, None),
+        # unknown values are skipped (fail-open) ...
+        ({}, DEFAULT, None),
+        ({"cpu": "garbage", "mem": "-1,2026-11-22T12:00:00Z"}, DEFAULT, None),
+        ({"cpu": at(0.9, timedelta(hours=1))}, DEFAULT, None),
+        # ... or reject (fail-closed)
+        ({}, CLOSED, "Load[cpu] of node[n3] is missing; staleData is failClosed"),
+        ({"cpu": at(0.1), "mem": "x"}, CLOSED, "Load[mem] of node[n3] is malformed"),
+        (
+            {"cpu": at(0.1, timedelta(minutes=9)), "mem": at(0.1)},
+            CLOSED,
+            "Load[cpu] of node[n3] is stale",
+        ),
+        # a limit of 0 turns the predicate off
+        ({"cpu": at(0.99)}, rules(predicate=[{"name": "cpu", "maxLimitPecent": 0}]), None),
+        (
+            {"cpu": at(0.99)},
+            rules("failClosed", predicate=[{"name": "cpu", "maxLimitPecent": 0}]),
+            None,
+        ),
+    ],
+)
+def test_filter_table(
+    annotations: dict[str, str], rule_set: LoadRules, overload: str | None
+) -> None:
+    verdict = evaluate(NodeLoad.from_annotations("n3", annotations, rule_set), rule_set, NOW)
+    if overload is None:
+        assert verdict.overload is None
+    else:
+        assert verdict.overload is not None
+        assert verdict.overload.startswith(overload)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "score", "extender"),
+    [
+        # S = (1-.2)*.2*100 + (1-.4)*.3*100 = 16 + 18 = 34; W = .5; int(68.0) = 68
+        ({"cpu": at(0.2), "mem": at(0.4)}, 68, 7),
+        # invalid metrics keep their weight: S = 16, W = .5 -> 32
+        ({"cpu": at(0.2)}, 32, 3),
+        ({"cpu": at(0.2), "mem": at(0.4, timedelta(minutes=20))}, 32, 3),
+        # int() truncates: S=(1-.333)*.2*100 + (1-.333)*.3*100 = 33.35 -> 66.7 -> 66
+        ({"cpu": at(0.333), "mem": at(0.333)}, 66, 7),
+        ({}, 0, 0),
+        ({"cpu": at(0), "mem": at(0)}, 100, 10),
+        # usage above 1 cannot push the score below 0
+        ({"cpu": at(3), "mem": at(3)}, 0, 0),
+        # hot value: minus int(hot*10), clamped at 0
+        ({"cpu": at(0.2), "mem": at(0.4), "hot": encode_hot_value(2, NOW)}, 48, 5),
+        ({"cpu": at(0.2), "mem": at(0.4), "hot": encode_hot_value(9, NOW)}, 0, 0),
+        # the hot value is fresh for 5m
+        (
+            {
+                "cpu": at(0.2),
+                "mem": at(0.4),
+                "hot": encode_hot_value(2, NOW - timedelta(minutes=5)),
+            },
+            68,
+            7,
+        ),
+        (
+            {
+                "cpu": at(0.2),
+                "mem": at(0.4),
+                "hot": encode_hot_value(2, NOW - timedelta(minutes=4)),
+            },
+            48,
+            5,
+        ),
+        # crane parses the hot value as a float
+        ({"cpu": at(0.2), "mem": at(0.4), "hot": "1.5,2026-11-22T12:00:00Z"}, 53, 5),
+    ],
+)
+def test_score_table(annotations: dict[str, str], score: int, extender: int) -> None:
+    verdict = evaluate(load(**annotations), DEFAULT, NOW)
+    assert verdict.score == score
+    assert verdict.extender_score == extender
+
+
+def test_no_priorities_score_zero() -> None:
+    rule_set = rules(priority=[])
+    verdict = evaluate(NodeLoad.from_annotations("n", {"cpu": at(0.1)}, rule_set), rule_set, NOW)
+    assert verdict.score == 0
+
+
+@pytest.mark.parametrize(
+    ("score", "extender"), [(0, 0), (4, 0), (5, 1), (14, 1), (15, 2), (95, 10), (100, 10)]
+)
+def test_extender_scale_rounds_half_up(score: int, extender: int) -> None:
+    assert to_extender_score(score) == extender
+
+
+def test_valid_until_is_the_first_expiry() -> None:
+    verdict = evaluate(load(cpu=at(0.1, timedelta(minutes=2)), mem=at(0.1)), DEFAULT, NOW)
+    assert verdict.valid_until == NOW + timedelta(minutes=6)
+    assert evaluate(load(), DEFAULT, NOW).valid_until is None
+
+
+def test_unknown_metrics_are_reported_once() -> None:
+    verdict = evaluate(load(cpu="junk"), DEFAULT, NOW)
+    assert verdict.unknown == (("cpu", "malformed"), ("mem", "missing"))
+
+
+def test_hot_value_windows() -> None:
+    entries = [HotValuePolicy(timeRange="5m", count=5), HotValuePolicy(timeRange="1m", count=2)]
+    bindings = [NOW - timedelta(seconds=s) for s in (1, 10, 30, 59, 90, 200, 299, 300, 400)]
+    # within 5m (strictly after now-5m): 7 -> 1; within 1m: 4 -> 2
+    assert hot_value(bindings, entries, NOW) == 3
+    assert hot_value([], entries, NOW) == 0
+    assert hot_value([NOW + timedelta(seconds=1)], entries, NOW) == 0
+
+
+usage = st.floats(min_value=0, max_value=2, allow_nan=False)
+hot = st.integers(min_value=0, max_value=20)
+age = st.integers(min_value=0, max_value=3600).map(lambda s: timedelta(seconds=s))
+
+
+@given(cpu=usage, mem=usage, h=hot, cpu_age=age, mem_age=age)
+def test_score_within_bounds(
+    cpu: float, mem: float, h: int, cpu_age: timedelta, mem_age: timedelta
+) -> None:
+    verdict = evaluate(
+        load(cpu=at(cpu, cpu_age), mem=at(mem, mem_age), hot=encode_hot_value(h, NOW)), DEFAULT, NOW
+    )
+    assert 0 <= verdict.score <= 100
+    assert 0 <= verdict.extender_score <= 10
+
+
+@given(cpu=usage, mem=usage, extra_cpu=usage, extra_mem=usage, h=hot)
+def test_more_load_never_raises_the_score(
+    cpu: float, mem: float, extra_cpu: float, extra_mem: float, h: int
+) -> None:
+    hot_text = encode_hot_value(h, NOW)
+    low = evaluate(load(cpu=at(cpu), mem=at(mem), hot=hot_text), DEFAULT, NOW)
+    high = evaluate(
+        load(cpu=at(cpu + extra_cpu), mem=at(mem + extra_mem), hot=hot_text), DEFAULT, NOW
+    )
+    hotter = evaluate(
+        load(cpu=at(cpu), mem=at(mem), hot=encode_hot_value(h + 1, NOW)), DEFAULT, NOW
+    )
+    assert high.score <= low.score
+    assert hotter.score <= low.score
+    assert high.extender_score <= low.extender_score
+
+
+@given(cpu=usage, mem=usage, extra=st.integers(min_value=0, max_value=10_000))
+def test_stale_values_never_filter_in_fail_open(cpu: float, mem: float, extra: int) -> None:
+    old = timedelta(minutes=20, seconds=extra)  # past both windows (8m, 20m)
+    verdict = evaluate(load(cpu=at(cpu, old), mem=at(mem, old)), DEFAULT, NOW)
+    assert verdict.overload is None
+
+
+@given(cpu=usage, mem=usage)
+def test_fail_closed_filters_at_least_what_fail_open_does(cpu: float, mem: float) -> None:
+    annotations = {"cpu": at(cpu), "mem": at(mem)}
+    open_verdict = evaluate(NodeLoad.from_annotations("n", annotations, DEFAULT), DEFAULT, NOW)
+    closed_verdict = evaluate(NodeLoad.from_annotations("n", annotations, CLOSED), CLOSED, NOW)
+    assert (open_verdict.overload is None) == (closed_verdict.overload is None)
