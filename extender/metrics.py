@@ -40,7 +40,7 @@ class ExtenderMetrics:
         )
         self.unknown_annotations = Counter(
             "loadsched_extender_unknown_annotations_total",
-            "Node metric values read as unknown, by metric and reason "
+            "Node metric values filter read as unknown, by metric and reason "
             "(missing, malformed, negative, not-finite, stale).",
             ["metric", "reason"],
             registry=self.registry,

@@ -7,12 +7,13 @@ decoded again on the next call. Both hand out :class:`CachedLoad` entries.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import msgspec
 
-from extender.wire import NODE_DECODER, Node
+from extender.wire import NODE_DECODER, HostPriority, Node
 from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate
 
 
@@ -46,7 +47,7 @@ def fingerprint(annotations: Mapping[str, str] | None, rules: LoadRules) -> tupl
     """The annotation values the rules read, in order: equal fingerprints, equal loads."""
     if not annotations:
         return (None,) * len(rules.keys)
-    return tuple(annotations.get(key) for key in rules.keys)
+    return tuple(map(annotations.get, rules.keys))
 
 
 def cached_load(
@@ -59,12 +60,55 @@ def cached_load(
     return CachedLoad(NodeLoad.from_annotations(name, annotations, rules), key)
 
 
+class NodeView:
+    """Every cached node's verdict, indexed for names-only requests: the names that pass with
+    every value known (``clean``), prebuilt scores, and for the rest their rejection message,
+    its (metric, reason) and their unknown values. Each request then costs one set or dict
+    lookup per node."""
+
+    __slots__ = ("clean", "reasons", "refusals", "scores", "unknowns", "verdicts")
+
+    def __init__(self) -> None:
+        self.verdicts: dict[str, Verdict] = {}
+        self.clean: set[str] = set()
+        self.scores: dict[str, HostPriority] = {}
+        self.refusals: dict[str, str] = {}
+        self.reasons: dict[str, tuple[str, str]] = {}
+        self.unknowns: dict[str, tuple[tuple[str, str], ...]] = {}
+
+    def put(self, name: str, verdict: Verdict) -> None:
+        self.drop(name)
+        self.verdicts[name] = verdict
+        self.scores[name] = HostPriority(name, verdict.extender_score)
+        if verdict.overload is not None:
+            self.refusals[name] = verdict.overload
+            self.reasons[name] = verdict.overload_reason or ("*", "overloaded")
+        if verdict.unknown:
+            self.unknowns[name] = verdict.unknown
+        if verdict.overload is None and not verdict.unknown:
+            self.clean.add(name)
+
+    def drop(self, name: str) -> None:
+        for index in (self.verdicts, self.scores, self.refusals, self.reasons, self.unknowns):
+            index.pop(name, None)
+        self.clean.discard(name)
+
+
 class NodeLoadCache:
-    """Watch-fed store of every node's load (a :class:`shared.kube.watching.Store`)."""
+    """Watch-fed store of every node's load (a :class:`shared.kube.watching.Store`).
+
+    :meth:`view` hands out a :class:`NodeView` of all nodes, kept up to date incrementally:
+    nodes changed by watch events are re-evaluated at the next request, and a heap of expiry
+    times re-evaluates a node only when one of its fresh values goes stale.
+    """
 
     def __init__(self, rules: LoadRules) -> None:
         self._rules = rules
         self._nodes: dict[str, CachedLoad] = {}
+        self._view = NodeView()
+        self._dirty: set[str] = set()
+        self._expiries: list[tuple[datetime, str]] = []
+        self._as_of: datetime | None = None
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -83,15 +127,43 @@ class NodeLoadCache:
             )
             for node in items
         }
+        self._dirty = set(self._nodes) | set(old)
 
     def apply(self, event: str, item: Node) -> None:
         name = item.metadata.name
         if event == "DELETED":
             self._nodes.pop(name, None)
         else:
-            self._nodes[name] = cached_load(
-                name, item.metadata.annotations, self._rules, self._nodes.get(name)
-            )
+            previous = self._nodes.get(name)
+            entry = cached_load(name, item.metadata.annotations, self._rules, previous)
+            if entry is previous:
+                return
+            self._nodes[name] = entry
+        self._dirty.add(name)
+
+    def view(self, now: datetime) -> NodeView:
+        """Every cached node's verdict at ``now``."""
+        view = self._view
+        if self._as_of is not None and now < self._as_of:
+            self._dirty = set(self._nodes) | set(view.verdicts)  # the clock went back
+        self._as_of = now
+        expiries = self._expiries
+        while expiries and expiries[0][0] <= now:
+            _, name = heapq.heappop(expiries)
+            self._dirty.add(name)
+        if self._dirty:
+            rules, nodes = self._rules, self._nodes
+            for name in self._dirty:
+                entry = nodes.get(name)
+                if entry is None:
+                    view.drop(name)
+                    continue
+                verdict = entry.verdict(rules, now)
+                view.put(name, verdict)
+                if verdict.valid_until is not None:
+                    heapq.heappush(expiries, (verdict.valid_until, name))
+            self._dirty = set()
+        return view
 
 
 def decode_node(raw: bytes | msgspec.Raw) -> Node:

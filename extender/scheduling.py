@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 
 import msgspec
 
 from extender.metrics import ExtenderMetrics
-from extender.node_loads import CachedLoad, NodeLoadCache, RequestMemo, decode_node
+from extender.node_loads import NodeLoadCache, NodeView, RequestMemo, decode_node
 from extender.wire import (
     ExtenderArgs,
     FilterResult,
@@ -30,7 +30,6 @@ from shared.load_model import LoadRules, Verdict
 
 logger = logging.getLogger(__name__)
 
-NOT_CACHED_OPEN = "not in the node cache yet; passed (staleData is failOpen)"
 NOT_CACHED_CLOSED = "node[{}] is not in the extender's node cache yet; staleData is failClosed"
 
 
@@ -41,6 +40,9 @@ class NamesOnlyUnavailable(Exception):
         "loadsched extender has no node cache: nodeCacheCapable requests need the extender "
         "to run with --kubeconfig or in-cluster"
     )
+
+
+FullNodes = list[tuple[str, Verdict, msgspec.Raw]]
 
 
 class InvalidNode(Exception):
@@ -66,80 +68,65 @@ class LoadAwareExtender:
         self._cache = node_cache
         self._memo = RequestMemo(rules)
 
-    def _entries(
-        self, args: ExtenderArgs
-    ) -> Iterator[tuple[str, CachedLoad | None, msgspec.Raw | None]]:
-        """(name, load, raw item) for each node in the request, in request order."""
-        if args.NodeNames is not None:
-            if self._cache is None:
-                raise NamesOnlyUnavailable(NamesOnlyUnavailable.MESSAGE)
-            cache = self._cache
-            for name in args.NodeNames:
-                yield name, cache.get(name), None
-            return
+    def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
+        """Full-node mode: (name, verdict, raw item) per node, in request order."""
+        rows: FullNodes = []
+        rules, memo = self._rules, self._memo
         for index, raw in enumerate((args.Nodes.items if args.Nodes else None) or ()):
             try:
                 node = decode_node(raw)
             except msgspec.DecodeError as e:
                 raise InvalidNode(index, e) from e
-            yield node.metadata.name, self._memo.load(node), raw
+            rows.append((node.metadata.name, memo.load(node).verdict(rules, now), raw))
+        return rows
 
-    def _verdicts(
-        self, args: ExtenderArgs, now: datetime
-    ) -> Iterator[tuple[str, Verdict | None, msgspec.Raw | None]]:
-        unknown: Tally[tuple[str, str]] = Tally()
-        uncached = 0
-        for name, entry, raw in self._entries(args):
-            if entry is None:
-                uncached += 1
-                yield name, None, raw
-                continue
-            verdict = entry.verdict(self._rules, now)
-            if verdict.unknown:
-                unknown.update(verdict.unknown)
-            yield name, verdict, raw
-        self._metrics.count_unknown(unknown)
-        if uncached:
-            self._metrics.uncached_nodes.inc(uncached)
+    def _view(self, now: datetime) -> NodeView:
+        if self._cache is None:
+            raise NamesOnlyUnavailable(NamesOnlyUnavailable.MESSAGE)
+        return self._cache.view(now)
 
     def filter(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult:
+        """Reject overloaded nodes (and, failClosed, unknown ones); count what was unknown."""
         now = self._clock()
-        bypass = pod.is_daemonset_pod
-        passed_names: list[str] = []
-        passed_raw: list[msgspec.Raw] = []
-        rejected: dict[str, str] = {}
-        reasons: Tally[tuple[str, str]] = Tally()
-        for name, verdict, raw in self._verdicts(args, now):
-            message: str | None = None
-            if not bypass:
-                if verdict is None:
-                    if self._rules.fail_closed:
-                        message = NOT_CACHED_CLOSED.format(name)
-                        reasons[("*", "not-cached")] += 1
-                elif verdict.overload is not None:
-                    message = verdict.overload
-                    reasons[(verdict.overload_metric or "*", _reason(verdict))] += 1
-            if message is None:
-                passed_names.append(name)
-                if raw is not None:
-                    passed_raw.append(raw)
-            else:
-                rejected[name] = message
-        self._metrics.count_filtered(reasons)
-        if rejected:
-            logger.debug(
-                "pod/%s: %d node(s) rejected: %s", pod.key, len(rejected), _sample(rejected)
-            )
+        tally = _Tally(self._rules.fail_closed, check=not pod.is_daemonset_pod)
         if args.NodeNames is not None:
-            return FilterResult(NodeNames=passed_names, FailedAndUnresolvableNodes=rejected)
-        return FilterResult(Nodes=NodeList(items=passed_raw), FailedAndUnresolvableNodes=rejected)
+            names = args.NodeNames
+            view = self._view(now)
+            clean = view.clean
+            # Most nodes pass with every value known: look closer only at the others.
+            tally.judge_all([n for n in names if n not in clean], view)
+            refused = tally.rejected
+            result = FilterResult(
+                NodeNames=[n for n in names if n not in refused] if refused else list(names),
+                FailedAndUnresolvableNodes=refused,
+            )
+        else:
+            rows = self._full_nodes(args, now)
+            items = [raw for name, verdict, raw in rows if tally.judge(name, verdict)]
+            result = FilterResult(
+                Nodes=NodeList(items=items), FailedAndUnresolvableNodes=tally.rejected
+            )
+        tally.report(self._metrics)
+        if tally.rejected:
+            logger.debug(
+                "pod/%s: %d node(s) rejected: %s",
+                pod.key,
+                len(tally.rejected),
+                _sample(tally.rejected),
+            )
+        return result
 
     def prioritize(self, pod: PodInfo, args: ExtenderArgs) -> list[HostPriority]:
+        """0..10 per node; a node the cache lacks scores 0, like one with no metrics."""
         now = self._clock()
-        scores = [
-            HostPriority(Host=name, Score=verdict.extender_score if verdict else 0)
-            for name, verdict, _ in self._verdicts(args, now)
-        ]
+        if args.NodeNames is not None:
+            get = self._view(now).scores.get
+            scores = [get(n) or HostPriority(n, 0) for n in args.NodeNames]
+        else:
+            scores = [
+                HostPriority(name, verdict.extender_score)
+                for name, verdict, _ in self._full_nodes(args, now)
+            ]
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("pod/%s: scores %s", pod.key, {s.Host: s.Score for s in scores[:20]})
         return scores
@@ -157,11 +144,59 @@ class LoadAwareExtender:
         return PreemptionResult(NodeNameToMetaVictims=result)
 
 
-def _reason(verdict: Verdict) -> str:
-    for metric, reason in verdict.unknown:
-        if metric == verdict.overload_metric:
-            return reason
-    return "overloaded"
+class _Tally:
+    """One filter call's rejections and counts."""
+
+    __slots__ = ("check", "fail_closed", "reasons", "rejected", "uncached", "unknown")
+
+    def __init__(self, fail_closed: bool, *, check: bool) -> None:
+        self.fail_closed = fail_closed
+        self.check = check
+        self.rejected: dict[str, str] = {}
+        self.reasons: Tally[tuple[str, str]] = Tally()
+        self.unknown: Tally[tuple[str, str]] = Tally()
+        self.uncached = 0
+
+    def judge(self, name: str, verdict: Verdict | None) -> bool:
+        """True if the node passes; records why not, and what was unknown."""
+        if verdict is None:
+            self.uncached += 1
+            if self.check and self.fail_closed:
+                self.rejected[name] = NOT_CACHED_CLOSED.format(name)
+                self.reasons[("*", "not-cached")] += 1
+                return False
+            return True
+        if verdict.unknown:
+            self.unknown.update(verdict.unknown)
+        if self.check and verdict.overload is not None:
+            self.rejected[name] = verdict.overload
+            self.reasons[verdict.overload_reason or ("*", "overloaded")] += 1
+            return False
+        return True
+
+    def judge_all(self, names: list[str], view: NodeView) -> None:
+        """:meth:`judge` for many names at once, from the view's indexes (names-only mode)."""
+        verdicts = view.verdicts
+        missing = [n for n in names if n not in verdicts]
+        self.uncached += len(missing)
+        if view.unknowns:
+            for unknown in filter(None, map(view.unknowns.get, names)):
+                self.unknown.update(unknown)
+        if not self.check:
+            return
+        refusals = view.refusals
+        rejected = {n: refusals[n] for n in names if n in refusals}
+        self.reasons.update(map(view.reasons.__getitem__, rejected))
+        self.rejected.update(rejected)
+        if self.fail_closed and missing:
+            self.rejected.update((n, NOT_CACHED_CLOSED.format(n)) for n in missing)
+            self.reasons[("*", "not-cached")] += len(missing)
+
+    def report(self, metrics: ExtenderMetrics) -> None:
+        metrics.count_filtered(self.reasons)
+        metrics.count_unknown(self.unknown)
+        if self.uncached:
+            metrics.uncached_nodes.inc(self.uncached)
 
 
 def _sample(rejected: dict[str, str], limit: int = 5) -> str:

@@ -11,19 +11,19 @@ from __future__ import annotations
 import msgspec
 
 
-class OwnerReference(msgspec.Struct):
+class OwnerReference(msgspec.Struct, gc=False):
     kind: str = ""
     name: str = ""
 
 
-class PodMeta(msgspec.Struct):
+class PodMeta(msgspec.Struct, gc=False):
     name: str = ""
     namespace: str = ""
     uid: str = ""
     ownerReferences: list[OwnerReference] | None = None
 
 
-class PodInfo(msgspec.Struct):
+class PodInfo(msgspec.Struct, gc=False):
     """The few fields of a Pod the extender reads; everything else is skipped unparsed."""
 
     metadata: PodMeta = msgspec.field(default_factory=PodMeta)
@@ -37,20 +37,20 @@ class PodInfo(msgspec.Struct):
         return any(ref.kind == "DaemonSet" for ref in self.metadata.ownerReferences or ())
 
 
-class NodeMeta(msgspec.Struct):
+class NodeMeta(msgspec.Struct, gc=False):
     name: str = ""
     annotations: dict[str, str] | None = None
 
 
-class Node(msgspec.Struct):
+class Node(msgspec.Struct, gc=False):
     metadata: NodeMeta = msgspec.field(default_factory=NodeMeta)
 
 
-class NodeList(msgspec.Struct):
+class NodeList(msgspec.Struct, gc=False):
     items: list[msgspec.Raw] | None = None
 
 
-class ExtenderArgs(msgspec.Struct):
+class ExtenderArgs(msgspec.Struct, gc=False):
     """Body of ``/filter`` and ``/prioritize``: ``Nodes`` is null in names-only mode
     (``nodeCacheCapable: true``), ``NodeNames`` is null otherwise."""
 
@@ -59,7 +59,7 @@ class ExtenderArgs(msgspec.Struct):
     NodeNames: list[str] | None = None
 
 
-class FilterResult(msgspec.Struct, omit_defaults=False):
+class FilterResult(msgspec.Struct, gc=False):
     Nodes: NodeList | None = None
     NodeNames: list[str] | None = None
     FailedNodes: dict[str, str] = msgspec.field(default_factory=dict)
@@ -67,34 +67,34 @@ class FilterResult(msgspec.Struct, omit_defaults=False):
     Error: str = ""
 
 
-class HostPriority(msgspec.Struct):
+class HostPriority(msgspec.Struct, gc=False):
     Host: str
     Score: int
 
 
-class MetaPod(msgspec.Struct):
+class MetaPod(msgspec.Struct, gc=False):
     UID: str
 
 
-class MetaVictims(msgspec.Struct):
+class MetaVictims(msgspec.Struct, gc=False):
     Pods: list[MetaPod] = msgspec.field(default_factory=list)
     NumPDBViolations: int = 0
 
 
-class VictimPodMeta(msgspec.Struct):
+class VictimPodMeta(msgspec.Struct, gc=False):
     uid: str = ""
 
 
-class VictimPod(msgspec.Struct):
+class VictimPod(msgspec.Struct, gc=False):
     metadata: VictimPodMeta = msgspec.field(default_factory=VictimPodMeta)
 
 
-class Victims(msgspec.Struct):
+class Victims(msgspec.Struct, gc=False):
     Pods: list[VictimPod] | None = None
     NumPDBViolations: int = 0
 
 
-class PreemptionArgs(msgspec.Struct):
+class PreemptionArgs(msgspec.Struct, gc=False):
     """Body of ``/preempt``: full victims, or UIDs only when the extender is node-cache capable."""
 
     Pod: PodInfo | None = None
@@ -102,7 +102,7 @@ class PreemptionArgs(msgspec.Struct):
     NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
 
 
-class PreemptionResult(msgspec.Struct):
+class PreemptionResult(msgspec.Struct, gc=False):
     NodeNameToMetaVictims: dict[str, MetaVictims]
 
 
@@ -110,3 +110,24 @@ ARGS_DECODER = msgspec.json.Decoder(ExtenderArgs)
 NODE_DECODER = msgspec.json.Decoder(Node)
 PREEMPTION_DECODER = msgspec.json.Decoder(PreemptionArgs)
 ENCODER = msgspec.json.Encoder()
+
+
+def encode_filter_result(result: FilterResult) -> bytes:
+    """Encode a filter answer. Raw node items are joined in one pass rather than copied into
+    a growing buffer: a full-node answer is most of the request's size again."""
+    items = result.Nodes.items if result.Nodes is not None else None
+    if not items:
+        return ENCODER.encode(result)
+    rest = ENCODER.encode(
+        FilterResult(
+            NodeNames=result.NodeNames,
+            FailedNodes=result.FailedNodes,
+            FailedAndUnresolvableNodes=result.FailedAndUnresolvableNodes,
+            Error=result.Error,
+        )
+    )
+    # rest is '{"Nodes":null,"NodeNames":...}': replace its first member.
+    head = b'{"Nodes":null,'
+    if not rest.startswith(head):  # pragma: no cover - field order is fixed by the struct
+        return ENCODER.encode(result)
+    return b"".join((b'{"Nodes":{"items":[', b",".join(items), b"]},", rest[len(head) :]))

@@ -96,16 +96,16 @@ class Verdict:
     overload: str | None
     """The rejection message, or ``None`` when the node passes the filter."""
     overload_metric: str | None
+    overload_reason: tuple[str, str] | None
+    """(metric, why): ``overloaded``, or why the value was unknown when failClosed."""
     score: int
     """0..100, crane's scale."""
     unknown: tuple[tuple[str, UnknownReason], ...]
     """Metrics read as unknown or stale (for metrics and logs)."""
     valid_until: datetime | None
     """When a fresh value used here goes stale; ``None`` if time cannot change the verdict."""
-
-    @property
-    def extender_score(self) -> int:
-        return to_extender_score(self.score)
+    extender_score: int
+    """``score`` on the extender protocol's 0..10 scale."""
 
 
 def fresh_value(reading: Reading, window: timedelta, now: datetime) -> Sample | Unknown:
@@ -140,17 +140,18 @@ def evaluate(load: NodeLoad, rules: LoadRules, now: datetime) -> Verdict:
         return value
 
     overload: str | None = None
-    overload_metric: str | None = None
+    reason: tuple[str, str] | None = None
     for rule in rules.predicates:
         value = read(rule.name, rule.window)
         if isinstance(value, Unknown):
             if rules.fail_closed:
-                overload, overload_metric = unknown_message(rule.name, load.node, value), rule.name
+                overload = unknown_message(rule.name, load.node, value)
+                reason = (rule.name, value.reason)
                 break
             continue
         if rule.threshold and value.value > rule.threshold:
             overload = overload_message(rule.name, value.value, load.node, rule.threshold)
-            overload_metric = rule.name
+            reason = (rule.name, "overloaded")
             break
 
     weighted = 0.0
@@ -168,8 +169,10 @@ def evaluate(load: NodeLoad, rules: LoadRules, now: datetime) -> Verdict:
     score = min(max(base - hot_penalty, 0), MAX_NODE_SCORE)
     return Verdict(
         overload=overload,
-        overload_metric=overload_metric,
+        overload_metric=reason[0] if reason else None,
+        overload_reason=reason,
         score=score,
+        extender_score=to_extender_score(score),
         unknown=tuple(unknown.items()),
         valid_until=min(expiries) if expiries else None,
     )

@@ -53,3 +53,28 @@ def test_request_memo_is_bounded(rules: LoadRules) -> None:
     assert memo.load(node("n0")) is entries[0]
     memo.load(node("n9"))
     assert memo.load(node("n0")) is not entries[0]
+
+
+def test_verdicts_snapshot_follows_events_and_expiry(rules: LoadRules) -> None:
+    cache = NodeLoadCache(rules)
+    cache.replace([node("hot", cpu_usage_avg_5m=encode_metric(0.9, NOW)), node("cool")])
+    verdicts = cache.view(NOW).verdicts
+    assert verdicts["hot"].overload is not None
+    assert verdicts["cool"].overload is None
+    # an event is seen by the next call
+    cache.apply("MODIFIED", node("cool", cpu_usage_avg_5m=encode_metric(0.95, NOW)))
+    assert cache.view(NOW).verdicts["cool"].overload is not None
+    # expiry re-evaluates without any event
+    later = cache.view(NOW + timedelta(minutes=8)).verdicts
+    assert later["hot"].overload is None and later["cool"].overload is None
+    # the clock going back re-evaluates everything
+    assert cache.view(NOW).verdicts["hot"].overload is not None
+    cache.apply("DELETED", node("hot"))
+    view = cache.view(NOW)
+    assert set(view.verdicts) == set(view.scores) == {"cool"}
+    assert view.clean == set()  # cool is overloaded
+    cache.replace([node("other", **{k: encode_metric(0.1, NOW) for k in rules.keys})])
+    view = cache.view(NOW)
+    assert set(view.verdicts) == {"other"}
+    assert view.clean == {"other"}
+    assert view.scores["other"].Score == 9

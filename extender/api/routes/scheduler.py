@@ -17,7 +17,14 @@ from fastapi import APIRouter, Request, Response
 from extender.api.deps import StateDep
 from extender.scheduling import InvalidNode, NamesOnlyUnavailable
 from extender.state import ExtenderState
-from extender.wire import ARGS_DECODER, ENCODER, PREEMPTION_DECODER, ExtenderArgs, FilterResult
+from extender.wire import (
+    ARGS_DECODER,
+    ENCODER,
+    PREEMPTION_DECODER,
+    ExtenderArgs,
+    FilterResult,
+    encode_filter_result,
+)
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["scheduler extender"])
@@ -67,7 +74,10 @@ def _args(body: bytes) -> ExtenderArgs:
 def _respond(
     state: ExtenderState, verb: str, started: float, status: int, payload: Any
 ) -> Response:
-    body = ENCODER.encode(payload)
+    if isinstance(payload, FilterResult):
+        body = encode_filter_result(payload)
+    else:
+        body = ENCODER.encode(payload)
     elapsed = time.perf_counter() - started
     state.metrics.request_seconds.labels(verb).observe(elapsed)
     state.metrics.responses.labels(verb, str(status)).inc()
