@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test unit lint bench serve clean
+.PHONY: test unit e2e setup lint bench serve clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,12 +13,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-## test: lint, then the whole test suite (creates .venv from nothing)
-test: lint unit
+## test: lint, unit tests, then the end-to-end tests on a real control plane (sets up everything)
+test: lint unit e2e
 
-## unit: the test suite without lint
+## unit: the tests that need no cluster
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not e2e"
+
+## e2e: the end-to-end tests (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, Prometheus)
+e2e: setup
+	$(BIN)/pytest -m e2e tests/e2e
+
+## setup: Debian packages (etcd-server, prometheus) and the Kubernetes build, when missing
+setup: $(STAMP)
+	PYTHON=$(BIN)/python scripts/setup-sandbox.sh
 
 ## lint: ruff, ruff format, mypy strict, import-linter contracts
 lint: $(STAMP)
@@ -28,8 +36,9 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 ## bench: benchmarks under bench/
-bench: $(STAMP)
+bench: setup
 	$(BIN)/python bench/extender.py
+	$(BIN)/python bench/scheduling.py
 
 ## serve: the extender on 127.0.0.1:8888 with crane's default policy
 serve: $(STAMP)

@@ -1,0 +1,570 @@
+"""A real Kubernetes control plane on 127.0.0.1: etcd (Debian's), kube-apiserver,
+kube-controller-manager and kube-schedulers built from the Go module. No kubelet: Nodes are API
+objects, and pods are bound and stay Pending on their node, which is all scheduling needs.
+
+    with Sandbox() as sandbox:
+        sandbox.create_nodes([NodeSpec("node-1", "127.0.0.2")])
+        sandbox.start_scheduler("plain")
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import ssl
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from sandbox.build import ensure_kube_binaries
+from sandbox.pki import CertFiles, CertificateAuthority, service_account_keys
+from sandbox.processes import Supervisor, wait_for
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVICE_CIDR = "10.0.0.0/24"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    ip: str
+    cpu: str = "8"
+    memory: str = "32Gi"
+    pods: str = "110"
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, Any]:
+        resources = {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "pods": self.pods,
+            "ephemeral-storage": "100Gi",
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": self.name,
+                "labels": {
+                    "kubernetes.io/hostname": self.name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    **self.labels,
+                },
+                "annotations": dict(self.annotations),
+            },
+            "status": {
+                "capacity": resources,
+                "allocatable": resources,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "sandbox node",
+                    }
+                ],
+                "addresses": [
+                    {"type": "InternalIP", "address": self.ip},
+                    {"type": "Hostname", "address": self.name},
+                ],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ExtenderSpec:
+    """How a kube-scheduler calls the extender (its KubeSchedulerConfiguration entry)."""
+
+    url: str
+    node_cache_capable: bool = True
+    ignorable: bool = True
+    weight: int = 5
+    preempt: bool = True
+    http_timeout: str = "5s"
+
+    def config(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "urlPrefix": self.url,
+            "filterVerb": "filter",
+            "prioritizeVerb": "prioritize",
+            "weight": self.weight,
+            "nodeCacheCapable": self.node_cache_capable,
+            "ignorable": self.ignorable,
+            "enableHTTPS": False,
+            "httpTimeout": self.http_timeout,
+        }
+        if self.preempt:
+            entry["preemptVerb"] = "preempt"
+        return entry
+
+
+@dataclass
+class SchedulerHandle:
+    name: str
+    scheduler_name: str
+    config: Path
+    port: int
+    process: Any
+
+
+def pod_body(
+    name: str,
+    *,
+    scheduler_name: str,
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    labels: dict[str, str] | None = None,
+    namespace: str = "default",
+    priority_class: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "containers": [
+            {
+                "name": "main",
+                "image": PAUSE_IMAGE,
+                "resources": {"requests": {"cpu": cpu, "memory": memory}},
+            }
+        ],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+class Sandbox:
+    """Starts etcd, kube-apiserver and kube-controller-manager; schedulers on demand."""
+
+    def __init__(
+        self, workdir: Path | None = None, *, say: Callable[[str], None] | None = None
+    ) -> None:
+        self._own_workdir = workdir is None
+        base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="loadsched-sandbox-", dir=base))
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.supervisor = Supervisor(self.workdir / "logs")
+        self.pki_dir = self.workdir / "pki"
+        self.bin: Path | None = None
+        self.api_port = 0
+        self.schedulers: dict[str, SchedulerHandle] = {}
+        self._api: k8s.ApiClient | None = None
+        self.ca: CertificateAuthority | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def __enter__(self) -> Sandbox:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        started = time.monotonic()
+        self.bin = ensure_kube_binaries(self.say)
+        etcd = shutil.which("etcd")
+        if etcd is None:
+            raise RuntimeError(
+                "etcd is not installed: run 'make setup' (Debian package etcd-server)"
+            )
+        self.say("starting etcd, kube-apiserver, kube-controller-manager on 127.0.0.1 (about 20s)")
+        self.ca = CertificateAuthority(self.pki_dir)
+        sa = service_account_keys(self.pki_dir)
+        serving = self.ca.issue(
+            "apiserver",
+            "kube-apiserver",
+            server=True,
+            ips=("127.0.0.1", "10.0.0.1"),
+            dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+        )
+        self._start_etcd(etcd)
+        self._start_apiserver(serving, sa)
+        self._write_kubeconfig("admin", "kubernetes-admin", ("system:masters",))
+        self._start_controller_manager(sa)
+        wait_for(
+            self._default_service_account,
+            timeout=60,
+            what="the default service account",
+            guard=self.supervisor,
+        )
+        self.say(f"control plane ready in {time.monotonic() - started:.0f}s at {self.api_url}")
+
+    def stop(self) -> None:
+        self.supervisor.stop_all()
+        if self._api is not None:
+            self._api.close()  # type: ignore[no-untyped-call]
+            self._api = None
+        if self._own_workdir and not os.environ.get("LOADSCHED_KEEP_SANDBOX"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- components ----------------------------------------------------------------------
+    def _start_etcd(self, etcd: str) -> None:
+        port, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{port}"
+        peer_url = f"http://127.0.0.1:{peer}"
+        self.supervisor.start(
+            "etcd",
+            [
+                etcd,
+                "--name",
+                "sandbox",
+                "--data-dir",
+                str(self.workdir / "etcd"),
+                "--listen-client-urls",
+                self.etcd_url,
+                "--advertise-client-urls",
+                self.etcd_url,
+                "--listen-peer-urls",
+                peer_url,
+                "--initial-advertise-peer-urls",
+                peer_url,
+                "--initial-cluster",
+                f"sandbox={peer_url}",
+                "--log-level",
+                "warn",
+            ],
+        )
+        wait_for(lambda: _http_ok(f"{self.etcd_url}/health"), timeout=30, what="etcd /health")
+
+    def _start_apiserver(self, serving: CertFiles, sa: CertFiles) -> None:
+        assert self.bin is not None and self.ca is not None
+        self.api_port = free_port()
+        self.supervisor.start(
+            "kube-apiserver",
+            [
+                str(self.bin / "kube-apiserver"),
+                "--etcd-servers",
+                self.etcd_url,
+                "--bind-address",
+                "127.0.0.1",
+                "--advertise-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(self.api_port),
+                "--tls-cert-file",
+                str(serving.cert),
+                "--tls-private-key-file",
+                str(serving.key),
+                "--client-ca-file",
+                str(self.ca.files.cert),
+                "--service-account-key-file",
+                str(sa.cert),
+                "--service-account-signing-key-file",
+                str(sa.key),
+                "--service-account-issuer",
+                "https://kubernetes.default.svc.cluster.local",
+                "--service-cluster-ip-range",
+                SERVICE_CIDR,
+                "--authorization-mode",
+                "RBAC",
+                # No kubelet and no node lifecycle controller: nothing would ever lift the
+                # not-ready taint this plugin puts on new nodes.
+                "--disable-admission-plugins",
+                "TaintNodesByCondition",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        admin = self.ca.issue("admin", "kubernetes-admin", organizations=("system:masters",))
+        context = ssl.create_default_context(cafile=str(self.ca.files.cert))
+        context.load_cert_chain(str(admin.cert), str(admin.key))
+        wait_for(
+            lambda: _http_ok(f"{self.api_url}/readyz", context),
+            timeout=90,
+            what="kube-apiserver /readyz",
+            guard=self.supervisor,
+        )
+
+    def _start_controller_manager(self, sa: CertFiles) -> None:
+        assert self.bin is not None and self.ca is not None
+        kubeconfig = self._write_kubeconfig("controller-manager", "system:kube-controller-manager")
+        self.supervisor.start(
+            "kube-controller-manager",
+            [
+                str(self.bin / "kube-controller-manager"),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--authentication-kubeconfig",
+                str(kubeconfig),
+                "--authorization-kubeconfig",
+                str(kubeconfig),
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(free_port()),
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                "--service-account-private-key-file",
+                str(sa.key),
+                "--root-ca-file",
+                str(self.ca.files.cert),
+                "--cluster-signing-cert-file",
+                str(self.ca.files.cert),
+                "--cluster-signing-key-file",
+                str(self.ca.files.key),
+                # Fake nodes send no heartbeats: this controller would evict everything.
+                "--controllers",
+                "*,-node-lifecycle-controller",
+                "--v=1",
+            ],
+        )
+
+    def start_scheduler(
+        self,
+        name: str,
+        *,
+        scheduler_name: str = "default-scheduler",
+        extender: ExtenderSpec | None = None,
+        percentage_of_nodes_to_score: int = 100,
+        extra: dict[str, Any] | None = None,
+    ) -> SchedulerHandle:
+        """Start a kube-scheduler process with one profile; ``extender`` adds loadsched."""
+        assert self.bin is not None
+        kubeconfig = self._write_kubeconfig(f"scheduler-{name}", "system:kube-scheduler")
+        config: dict[str, Any] = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 500, "burst": 1000},
+            "leaderElection": {"leaderElect": False},
+            "percentageOfNodesToScore": percentage_of_nodes_to_score,
+            "profiles": [{"schedulerName": scheduler_name}],
+            **(extra or {}),
+        }
+        if extender is not None:
+            config["extenders"] = [extender.config()]
+        path = self.workdir / f"scheduler-{name}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return self.start_scheduler_from(
+            name, path, scheduler_name=scheduler_name, kubeconfig=kubeconfig
+        )
+
+    def start_scheduler_from(
+        self, name: str, config: Path, *, scheduler_name: str, kubeconfig: Path | None = None
+    ) -> SchedulerHandle:
+        """Start a kube-scheduler with a KubeSchedulerConfiguration file as it is."""
+        assert self.bin is not None
+        kubeconfig = kubeconfig or self._write_kubeconfig(
+            f"scheduler-{name}", "system:kube-scheduler"
+        )
+        port = free_port()
+        process = self.supervisor.start(
+            f"kube-scheduler-{name}",
+            [
+                str(self.bin / "kube-scheduler"),
+                "--config",
+                str(config),
+                "--authentication-kubeconfig",
+                str(kubeconfig),
+                "--authorization-kubeconfig",
+                str(kubeconfig),
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(port),
+                "--v=1",
+            ],
+        )
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        wait_for(
+            lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", context),
+            timeout=60,
+            what=f"kube-scheduler {name} /healthz",
+            guard=self.supervisor,
+        )
+        handle = SchedulerHandle(name, scheduler_name, config, port, process)
+        self.schedulers[name] = handle
+        return handle
+
+    def stop_scheduler(self, name: str) -> None:
+        handle = self.schedulers.pop(name)
+        self.supervisor.stop(handle.process)
+
+    def start_extender(
+        self, *, port: int | None = None, args: Iterable[str] = (), name: str = "extender"
+    ) -> str:
+        """Run loadsched's extender as a process with the admin kubeconfig; returns its URL."""
+        port = port or free_port()
+        self.supervisor.start(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "extender",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--kubeconfig",
+                str(self.kubeconfig),
+                *args,
+            ],
+            cwd=ROOT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        wait_for(
+            lambda: _http_ok(f"{url}/readyz"),
+            timeout=60,
+            what=f"{name} /readyz",
+            guard=self.supervisor,
+        )
+        return url
+
+    # -- clients and objects -------------------------------------------------------------
+    @property
+    def api_url(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.kubeconfig"
+
+    @property
+    def api(self) -> k8s.ApiClient:
+        if self._api is None:
+            self._api = k8s_config.new_client_from_config(config_file=str(self.kubeconfig))  # type: ignore[no-untyped-call]
+        return self._api
+
+    @property
+    def core(self) -> k8s.CoreV1Api:
+        return k8s.CoreV1Api(self.api)
+
+    def _write_kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
+        assert self.ca is not None
+        files = self.ca.issue(name, user, organizations=groups)
+        path = self.workdir / f"{name}.kubeconfig"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "sandbox",
+                            "cluster": {
+                                "server": self.api_url,
+                                "certificate-authority": str(self.ca.files.cert),
+                            },
+                        }
+                    ],
+                    "users": [
+                        {
+                            "name": user,
+                            "user": {
+                                "client-certificate": str(files.cert),
+                                "client-key": str(files.key),
+                            },
+                        }
+                    ],
+                    "contexts": [
+                        {"name": "sandbox", "context": {"cluster": "sandbox", "user": user}}
+                    ],
+                    "current-context": "sandbox",
+                }
+            )
+        )
+        path.chmod(0o600)
+        return path
+
+    def _default_service_account(self) -> bool:
+        self.core.read_namespaced_service_account("default", "default")
+        return True
+
+    def create_nodes(self, nodes: Iterable[NodeSpec], *, workers: int = 8) -> None:
+        core = self.core
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda spec: core.create_node(spec.body()), nodes))
+
+    def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
+        self.core.patch_node(name, {"metadata": {"annotations": annotations}})
+
+    def create_pods(self, bodies: Iterable[dict[str, Any]], *, workers: int = 8) -> None:
+        core = self.core
+        with ThreadPoolExecutor(workers) as pool:
+            list(
+                pool.map(
+                    lambda b: core.create_namespaced_pod(b["metadata"]["namespace"], b), bodies
+                )
+            )
+
+    def placements(self, selector: str, namespace: str = "default") -> dict[str, str | None]:
+        """Pod name → node name (``None`` while unbound) for pods matching ``selector``."""
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector).items
+        return {
+            p.metadata.name: p.spec.node_name
+            for p in pods
+            if p.metadata and p.metadata.name and p.spec
+        }
+
+    def wait_bound(
+        self, selector: str, count: int, *, timeout: float = 120, namespace: str = "default"
+    ) -> dict[str, str]:
+        """Wait until ``count`` pods matching ``selector`` are bound; their placements."""
+        result: dict[str, str] = {}
+
+        def bound() -> bool:
+            nonlocal result
+            placed = self.placements(selector, namespace)
+            result = {pod: node for pod, node in placed.items() if node}
+            return len(result) >= count
+
+        wait_for(
+            bound, timeout=timeout, what=f"{count} pods {selector!r} to be bound", interval=0.5
+        )
+        return result
+
+    def delete_pods(self, selector: str, namespace: str = "default") -> None:
+        self.core.delete_collection_namespaced_pod(
+            namespace, label_selector=selector, grace_period_seconds=0
+        )
+        wait_for(
+            lambda: not self.placements(selector, namespace),
+            timeout=60,
+            what=f"pods {selector!r} deleted",
+        )
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def dump_json(obj: object) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True)

@@ -1,0 +1,150 @@
+"""A synthetic node exporter: one process serving node-exporter-style series for many fake
+nodes, each on its own address (``127.0.0.N:9100``), at load levels set over HTTP.
+
+    python -m sandbox.exporter --control 127.0.0.1:9099 --port 9100 node-1=127.0.0.2 ...
+    curl -X PUT 127.0.0.1:9099/load -d '{"node-1": {"cpu": 0.8, "mem": 0.4}}'
+
+Counters are integrated over time, so ``irate(node_cpu_seconds_total{mode="idle"}[30s])``
+gives back ``(1 - cpu)`` per CPU, as on a real node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import signal
+import time
+from dataclasses import dataclass
+
+MEM_TOTAL = 32 * 1024**3
+
+
+@dataclass
+class NodeLoad:
+    cpus: int = 8
+    cpu: float = 0.0
+    mem: float = 0.0
+    idle: float = 0.0
+    busy: float = 0.0
+    at: float = 0.0
+
+    def advance(self, now: float) -> None:
+        elapsed = max(now - self.at, 0.0) if self.at else 0.0
+        self.idle += (1.0 - self.cpu) * elapsed
+        self.busy += self.cpu * elapsed
+        self.at = now
+
+    def render(self) -> bytes:
+        lines = [
+            "# HELP node_cpu_seconds_total Seconds the CPUs spent in each mode.",
+            "# TYPE node_cpu_seconds_total counter",
+        ]
+        for cpu in range(self.cpus):
+            lines.append(f'node_cpu_seconds_total{{cpu="{cpu}",mode="idle"}} {self.idle:.6f}')
+            lines.append(f'node_cpu_seconds_total{{cpu="{cpu}",mode="user"}} {self.busy:.6f}')
+        lines += [
+            "# HELP node_memory_MemTotal_bytes Memory information field MemTotal_bytes.",
+            "# TYPE node_memory_MemTotal_bytes gauge",
+            f"node_memory_MemTotal_bytes {MEM_TOTAL}",
+            "# HELP node_memory_MemAvailable_bytes Memory information field MemAvailable_bytes.",
+            "# TYPE node_memory_MemAvailable_bytes gauge",
+            f"node_memory_MemAvailable_bytes {int(MEM_TOTAL * (1.0 - self.mem))}",
+        ]
+        return ("\n".join(lines) + "\n").encode()
+
+
+class Exporter:
+    def __init__(self, nodes: dict[str, str]) -> None:
+        self.addresses = nodes
+        self.loads = {name: NodeLoad() for name in nodes}
+
+    def set_loads(self, levels: dict[str, dict[str, float]]) -> None:
+        now = time.monotonic()
+        for name, level in levels.items():
+            load = self.loads.setdefault(name, NodeLoad())
+            load.advance(now)
+            load.cpu = min(max(float(level.get("cpu", load.cpu)), 0.0), 1.0)
+            load.mem = min(max(float(level.get("mem", load.mem)), 0.0), 1.0)
+
+    def metrics(self, name: str) -> bytes:
+        load = self.loads[name]
+        load.advance(time.monotonic())
+        return load.render()
+
+
+async def _respond(
+    writer: asyncio.StreamWriter, status: str, body: bytes, kind: str = "text/plain"
+) -> None:
+    writer.write(
+        f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
+    writer.close()
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    request_line, *header_lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = request_line.split(" ", 2)
+    length = 0
+    for line in header_lines:
+        key, _, value = line.partition(":")
+        if key.strip().lower() == "content-length":
+            length = int(value.strip())
+    body = await reader.readexactly(length) if length else b""
+    return method, path, body
+
+
+async def serve(exporter: Exporter, control: tuple[str, int], port: int) -> None:
+    async def scrape(name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await _read_request(reader)
+            await _respond(writer, "200 OK", exporter.metrics(name), "text/plain; version=0.0.4")
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            writer.close()
+
+    async def control_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            method, path, body = await _read_request(reader)
+            if path == "/load" and method == "PUT":
+                exporter.set_loads(json.loads(body))
+            if path == "/load":
+                levels = {n: {"cpu": v.cpu, "mem": v.mem} for n, v in exporter.loads.items()}
+                await _respond(writer, "200 OK", json.dumps(levels).encode(), "application/json")
+            else:
+                await _respond(writer, "404 Not Found", b"not found\n")
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as e:
+            await _respond(writer, "400 Bad Request", str(e).encode())
+
+    servers = [await asyncio.start_server(control_handler, control[0], control[1])]
+    for name, ip in exporter.addresses.items():
+        servers.append(await asyncio.start_server(functools.partial(scrape, name), ip, port))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    for server in servers:
+        server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--control", default="127.0.0.1:9099", help="host:port of the load-control API"
+    )
+    parser.add_argument("--port", type=int, default=9100, help="metrics port on every node address")
+    parser.add_argument("nodes", nargs="+", help="name=ip pairs")
+    args = parser.parse_args()
+    nodes = dict(pair.split("=", 1) for pair in args.nodes)
+    host, _, control_port = args.control.rpartition(":")
+    asyncio.run(serve(Exporter(nodes), (host, int(control_port)), args.port))
+
+
+if __name__ == "__main__":
+    main()

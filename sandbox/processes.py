@@ -1,0 +1,122 @@
+"""Start child processes and stop exactly those, also on Ctrl-C, test failure, or when this
+process dies (the kernel sends them SIGTERM via PR_SET_PDEATHSIG)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Supervisor:
+    """Owns the processes it starts; :meth:`stop_all` ends them in reverse order."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> subprocess.Popen[bytes]:
+        log = (self.log_dir / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the death signal
+        )
+        log.close()
+        self._processes.append((name, process))
+        logger.debug("started %s (pid %d)", name, process.pid)
+        return process
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.log_dir / f"{name}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(5)
+        self._processes = [(n, p) for n, p in self._processes if p is not process]
+
+    def stop_named(self, name: str) -> None:
+        for process_name, process in list(self._processes):
+            if process_name == name:
+                self.stop(process)
+
+    def stop_all(self) -> None:
+        for _, process in reversed(list(self._processes)):
+            self.stop(process)
+
+    def check_alive(self) -> None:
+        """Raise naming the first child that has exited, with the end of its log."""
+        for name, process in self._processes:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"{name} exited with code {process.returncode}:\n{self.log_tail(name)}"
+                )
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for _, p in self._processes]
+
+
+def wait_for(
+    condition: Callable[[], object],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.2,
+    guard: Supervisor | None = None,
+) -> None:
+    """Poll ``condition()`` until true; raise ``TimeoutError`` naming ``what``. With ``guard``,
+    a child process that has died ends the wait at once with its log."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if guard is not None:
+            guard.check_alive()
+        try:
+            if condition():
+                return
+        except Exception as e:  # noqa: BLE001 - polling: any failure means "not yet"
+            last = e
+        time.sleep(interval)
+    raise TimeoutError(
+        f"timed out after {timeout:.0f}s waiting for {what}"
+        + (f" (last error: {last})" if last else "")
+    )
