@@ -81,6 +81,7 @@ def ensure_kube_binaries(say: Callable[[str], None] | None = None) -> Path:
     beat.start()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
+    staging.chmod(0o755)
     try:
         result = subprocess.run(
             ["go", "build", "-trimpath", "-ldflags", _ldflags(version), "-o", str(staging)]

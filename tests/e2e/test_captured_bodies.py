@@ -4,6 +4,7 @@ fixtures the contract tests use (tests/fixtures/kube-scheduler), and rewritten w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -31,7 +32,10 @@ def shape(value: Any, depth: int = 0) -> Any:
     return type(value).__name__
 
 
-def test_capture_filter_prioritize_preempt(sandbox: Sandbox, extender: str) -> None:
+def test_capture_filter_prioritize_preempt(
+    sandbox: Sandbox, extender: str, schedulers: dict[str, str]
+) -> None:
+    scheduling = k8s.SchedulingV1Api(sandbox.api)
     with CapturingProxy(extender) as proxy:
         sandbox.start_scheduler(
             "capture-names", scheduler_name="capture-names", extender=ExtenderSpec(proxy.url)
@@ -58,7 +62,7 @@ def test_capture_filter_prioritize_preempt(sandbox: Sandbox, extender: str) -> N
                 for n in NODES
             )
             sandbox.wait_bound("batch=filler", len(NODES))
-            k8s.SchedulingV1Api(sandbox.api).create_priority_class(
+            scheduling.create_priority_class(
                 {
                     "metadata": {"name": "capture-high"},
                     "value": 1000,
@@ -87,7 +91,8 @@ def test_capture_filter_prioritize_preempt(sandbox: Sandbox, extender: str) -> N
             sandbox.stop_scheduler("capture-full")
             for batch in ("capture", "filler", "big"):
                 sandbox.delete_pods(f"batch={batch}")
-            k8s.SchedulingV1Api(sandbox.api).delete_priority_class("capture-high")
+            with contextlib.suppress(k8s.ApiException):
+                scheduling.delete_priority_class("capture-high")
 
     captured: dict[str, Any] = {}
     for verb in ("filter", "prioritize", "preempt"):

@@ -62,4 +62,15 @@ def test_recording_rules_follow_the_exporter(sandbox: Sandbox, exporter: str) ->
         )
 
     wait_for(settled, timeout=90, what="recording rules to reflect the exporter's load", interval=2)
-    assert set(prometheus.query("cpu_usage_avg_5m")) == {f"{n.ip}:{port}" for n in NODES}
+    everyone = {f"{n.ip}:{port}" for n in NODES}
+    for rule in (
+        "cpu_usage_avg_5m",
+        "mem_usage_avg_5m",
+        "cpu_usage_max_avg_1h",
+        "mem_usage_max_avg_1d",
+    ):
+        wait_for(
+            lambda rule=rule: set(prometheus.query(rule)) == everyone,
+            timeout=30,
+            what=f"{rule} for every node",
+        )
