@@ -39,15 +39,8 @@ class InstanceIndex:
         for node in nodes:
             for ip in node.internal_ips:
                 self._by_ip.setdefault(ip, node.name)
-            for hostname in node.hostnames:
-                self._by_name.setdefault(hostname, node.name)
-        for node in nodes if isinstance(nodes, list) else ():
-            self._by_name.setdefault(node.name, node.name)
-
-    @classmethod
-    def build(cls, nodes: Iterable[NodeAddresses]) -> InstanceIndex:
-        listed = list(nodes)
-        return cls(listed)
+            for name in (*node.hostnames, node.name):
+                self._by_name.setdefault(name, node.name)
 
     def node_for(self, instance: str) -> str | None:
         if instance in self._by_ip:

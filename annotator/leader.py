@@ -1,0 +1,187 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, with client-go's timings: a 15 s
+lease, given up when it could not be renewed for 10 s, tried every 2 s.
+
+Every write is guarded by :attr:`LeaderElector.is_leader`, which turns false as soon as the
+lease is lost or its renew deadline passes, so a deposed replica stops writing at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import msgspec
+
+from shared.errors import APIConflictError, APIError, APINotFoundError, APIUnreachableError
+from shared.kube.status import raise_for_status, unreachable
+
+logger = logging.getLogger(__name__)
+
+MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+@dataclass(frozen=True)
+class LeaseTimings:
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class _LeaseSpec(msgspec.Struct, omit_defaults=True):
+    holderIdentity: str | None = None
+    leaseDurationSeconds: int | None = None
+    acquireTime: str | None = None
+    renewTime: str | None = None
+    leaseTransitions: int | None = None
+
+
+class _Meta(msgspec.Struct, omit_defaults=True):
+    name: str = ""
+    namespace: str = ""
+    resourceVersion: str | None = None
+
+
+class _Lease(msgspec.Struct, omit_defaults=True):
+    metadata: _Meta
+    spec: _LeaseSpec = msgspec.field(default_factory=_LeaseSpec)
+    apiVersion: str = "coordination.k8s.io/v1"
+    kind: str = "Lease"
+
+
+def _parse(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    for layout in (MICRO, "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(stamp, layout).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        name: str,
+        namespace: str,
+        identity: str,
+        timings: LeaseTimings = LeaseTimings(),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self._client = client
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.timings = timings
+        self._clock = clock
+        self._on_change = on_change
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._renewed_at: float | None = None  # monotonic time of the last successful renew
+        self._leading = False
+        self.leading_changed = asyncio.Event()
+
+    @property
+    def is_leader(self) -> bool:
+        """True while the lease is ours and was renewed within the renew deadline."""
+        if not self._leading or self._renewed_at is None:
+            return False
+        return time.monotonic() - self._renewed_at < self.timings.renew_deadline
+
+    def _set_leading(self, leading: bool) -> None:
+        if leading != self._leading:
+            self._leading = leading
+            logger.info("lease/%s/%s: %s", self.namespace, self.name, "became leader" if leading else "stopped leading")
+            self.leading_changed.set()
+            if self._on_change is not None:
+                self._on_change(leading)
+
+    async def _get(self) -> _Lease | None:
+        try:
+            response = await self._client.get(f"{self._path}/{self.name}")
+        except httpx.HTTPError as e:
+            raise unreachable(e, "get lease") from e
+        if response.status_code == 404:
+            return None
+        raise_for_status(response)
+        return msgspec.json.decode(response.content, type=_Lease)
+
+    async def _write(self, lease: _Lease, create: bool) -> None:
+        body = msgspec.json.encode(lease)
+        try:
+            if create:
+                response = await self._client.post(self._path, content=body, headers={"Content-Type": "application/json"})
+            else:
+                response = await self._client.put(f"{self._path}/{self.name}", content=body, headers={"Content-Type": "application/json"})
+        except httpx.HTTPError as e:
+            raise unreachable(e, "write lease") from e
+        raise_for_status(response)
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt; True if we hold the lease afterwards."""
+        now = self._clock()
+        stamp = now.strftime(MICRO)
+        current = await self._get()
+        duration = int(self.timings.lease_duration)
+        if current is None:
+            lease = _Lease(
+                metadata=_Meta(name=self.name, namespace=self.namespace),
+                spec=_LeaseSpec(self.identity, duration, stamp, stamp, 0),
+            )
+            await self._write(lease, create=True)
+            return True
+        spec = current.spec
+        held_by_other = bool(spec.holderIdentity) and spec.holderIdentity != self.identity
+        renewed = _parse(spec.renewTime)
+        expires = renewed + timedelta(seconds=spec.leaseDurationSeconds or duration) if renewed else None
+        if held_by_other and expires is not None and now < expires:
+            return False
+        transitions = (spec.leaseTransitions or 0) + (1 if spec.holderIdentity != self.identity else 0)
+        acquire = spec.acquireTime if spec.holderIdentity == self.identity else stamp
+        current.spec = _LeaseSpec(self.identity, duration, acquire, stamp, transitions)
+        await self._write(current, create=False)  # resourceVersion guards against a race
+        return True
+
+    async def run(self) -> None:
+        """Acquire, then keep renewing; retries every ``retry_period`` until cancelled."""
+        while True:
+            await self.step()
+            await asyncio.sleep(self.timings.retry_period)
+
+    async def step(self) -> None:
+        """One acquire-or-renew attempt and its effect on :attr:`is_leader`."""
+        try:
+            held = await self.try_acquire_or_renew()
+        except (APIConflictError, APINotFoundError):
+            held = False  # another replica wrote in between: not ours until proven again
+        except (APIError, APIUnreachableError) as e:
+            logger.warning("lease/%s/%s: attempt failed (%s); will retry", self.namespace, self.name, e)
+            self._set_leading(self.is_leader)  # keep leading only until the renew deadline
+            return
+        if held:
+            self._renewed_at = time.monotonic()
+        self._set_leading(held)
+
+    async def release(self) -> None:
+        """Give the lease up (on SIGTERM) so another replica takes over at once."""
+        was_leading = self._leading
+        self._set_leading(False)
+        if not was_leading:
+            return
+        try:
+            current = await self._get()
+            if current is not None and current.spec.holderIdentity == self.identity:
+                current.spec.holderIdentity = ""
+                current.spec.leaseDurationSeconds = 1
+                current.spec.renewTime = self._clock().strftime(MICRO)
+                await self._write(current, create=False)
+                logger.info("lease/%s/%s: released", self.namespace, self.name)
+        except (APIError, APIUnreachableError) as e:
+            logger.warning("lease/%s/%s: release failed (%s)", self.namespace, self.name, e)

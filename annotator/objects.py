@@ -1,0 +1,146 @@
+"""The few fields of Nodes and Pods the annotator reads, and the watch-fed stores that keep
+them: node addresses (to match Prometheus series), and bindings (for the hot value)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import msgspec
+
+from annotator.matching import InstanceIndex, NodeAddresses
+from annotator.windows import BindingWindows
+
+
+class Address(msgspec.Struct, gc=False):
+    type: str = ""
+    address: str = ""
+
+
+class NodeStatus(msgspec.Struct, gc=False):
+    addresses: list[Address] | None = None
+
+
+class Meta(msgspec.Struct, gc=False):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+
+
+class Node(msgspec.Struct, gc=False):
+    metadata: Meta = msgspec.field(default_factory=Meta)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    def addresses(self) -> NodeAddresses:
+        found = self.status.addresses or ()
+        return NodeAddresses(
+            name=self.metadata.name,
+            internal_ips=tuple(a.address for a in found if a.type == "InternalIP"),
+            hostnames=tuple(a.address for a in found if a.type == "Hostname"),
+        )
+
+
+class Condition(msgspec.Struct, gc=False):
+    type: str = ""
+    status: str = ""
+    lastTransitionTime: str | None = None
+
+
+class PodStatus(msgspec.Struct, gc=False):
+    conditions: list[Condition] | None = None
+
+
+class PodSpec(msgspec.Struct, gc=False):
+    nodeName: str = ""
+
+
+class Pod(msgspec.Struct, gc=False):
+    metadata: Meta = msgspec.field(default_factory=Meta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+    def scheduled_at(self) -> datetime | None:
+        """When the scheduler bound the pod (its PodScheduled condition), if recorded."""
+        for condition in self.status.conditions or ():
+            if condition.type == "PodScheduled" and condition.status == "True" and condition.lastTransitionTime:
+                try:
+                    return datetime.strptime(condition.lastTransitionTime, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+                except ValueError:
+                    return None
+        return None
+
+
+NODE_DECODER = msgspec.json.Decoder(Node)
+POD_DECODER = msgspec.json.Decoder(Pod)
+
+
+class NodeStore:
+    """Node addresses by name; reports nodes it had not seen before."""
+
+    def __init__(self, on_new: Callable[[set[str]], None] | None = None) -> None:
+        self._nodes: dict[str, NodeAddresses] = {}
+        self._index: InstanceIndex | None = None
+        self._on_new = on_new
+
+    def names(self) -> list[str]:
+        return list(self._nodes)
+
+    def index(self) -> InstanceIndex:
+        if self._index is None:
+            self._index = InstanceIndex(self._nodes.values())
+        return self._index
+
+    def replace(self, items: Sequence[Node]) -> None:
+        fresh = {node.metadata.name: node.addresses() for node in items}
+        new = set(fresh) - set(self._nodes)
+        self._nodes = fresh
+        self._index = None
+        if new and self._on_new is not None:
+            self._on_new(new)
+
+    def apply(self, event: str, item: Node) -> None:
+        name = item.metadata.name
+        if event == "DELETED":
+            self._nodes.pop(name, None)
+            self._index = None
+            return
+        addresses = item.addresses()
+        is_new = name not in self._nodes
+        if self._nodes.get(name) != addresses:
+            self._nodes[name] = addresses
+            self._index = None
+        if is_new and self._on_new is not None:
+            self._on_new({name})
+
+
+class BindingStore:
+    """Bound pods from a watch (``spec.nodeName`` set), recorded as bindings per node."""
+
+    def __init__(
+        self,
+        windows: BindingWindows,
+        *,
+        clock: Callable[[], datetime],
+        on_change: Callable[[set[str]], None],
+    ) -> None:
+        self.windows = windows
+        self._clock = clock
+        self._on_change = on_change
+
+    def _record(self, pods: Sequence[Pod]) -> None:
+        now = self._clock()
+        changed = {
+            pod.spec.nodeName
+            for pod in pods
+            if pod.spec.nodeName
+            and self.windows.record(pod.spec.nodeName, pod.metadata.uid, pod.scheduled_at() or now, now)
+        }
+        if changed:
+            self._on_change(changed)
+
+    def replace(self, items: Sequence[Pod]) -> None:
+        self._record(items)
+
+    def apply(self, event: str, item: Pod) -> None:
+        if event != "DELETED":
+            self._record([item])

@@ -1,0 +1,66 @@
+"""Write node annotations: one JSON merge patch of ``metadata.annotations`` per node, retried
+with backoff on connect errors, timeouts, 5xx, 429 and conflicts; a deleted node is skipped."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import httpx
+import msgspec
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from shared.errors import APIConflictError, APINotFoundError, APITransientError, APIUnreachableError
+from shared.kube.status import raise_for_status, unreachable
+
+logger = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+RETRYABLE = (APIUnreachableError, APITransientError, APIConflictError)
+
+
+
+
+class NodePatcher:
+    def __init__(self, client: httpx.AsyncClient, *, attempts: int = 5, max_wait: float = 8.0) -> None:
+        self._client = client
+        self._attempts = attempts
+        self._max_wait = max_wait
+
+    async def _patch_once(self, node: str, body: bytes) -> None:
+        try:
+            response = await self._client.patch(
+                f"/api/v1/nodes/{node}", content=body, headers={"Content-Type": MERGE_PATCH}
+            )
+        except httpx.HTTPError as e:
+            raise unreachable(e, f"node/{node}: patch") from e
+        raise_for_status(response)
+
+    async def patch_annotations(self, node: str, annotations: Mapping[str, str | None]) -> bool:
+        """Merge ``annotations`` into the node's (``None`` removes a key). False if the node is
+        gone; raises the last error once retries are exhausted."""
+        body = msgspec.json.encode({"metadata": {"annotations": dict(annotations)}})
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(RETRYABLE),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_exponential_jitter(initial=0.2, max=self._max_wait),
+            before_sleep=lambda state: logger.warning(
+                "node/%s: attempt #%d/%d failed (%s); will retry",
+                node, state.attempt_number, self._attempts,
+                state.outcome.exception() if state.outcome else None,
+            ),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    await self._patch_once(node, body)
+        except APINotFoundError:
+            logger.info("node/%s: deleted meanwhile; skipped", node)
+            return False
+        return True

@@ -1,0 +1,172 @@
+"""One sync round: one PromQL query per metric for all nodes, then at most one merge patch
+per node carrying every value due (and the hot value when due)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from annotator.matching import match_series
+from annotator.metrics import AnnotatorMetrics
+from annotator.objects import NodeStore
+from annotator.patching import NodePatcher
+from annotator.prometheus import PrometheusClient, PrometheusError
+from annotator.windows import BindingWindows
+from shared.annotations import encode_hot_value, encode_metric
+from shared.errors import APIError, APIUnreachableError
+from shared.policy import HOT_VALUE_KEY, DynamicSchedulerPolicy
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SCALE = 100.0
+"""Recording rules give percentages."""
+
+
+@dataclass(frozen=True)
+class MetricJob:
+    name: str
+    promql: str
+    scale: float
+    period: timedelta
+
+    @classmethod
+    def all_from(cls, policy: DynamicSchedulerPolicy) -> list[MetricJob]:
+        return [
+            cls(s.name, s.promql or s.name, s.scale or DEFAULT_SCALE, s.period) for s in policy.spec.sync_policy
+        ]
+
+
+@dataclass
+class RoundReport:
+    queries: int = 0
+    writes: int = 0
+    failed_metrics: list[str] = field(default_factory=list)
+    annotations: dict[str, dict[str, str | None]] = field(default_factory=dict)
+
+
+class AnnotationSync:
+    def __init__(
+        self,
+        *,
+        policy: DynamicSchedulerPolicy,
+        prometheus: PrometheusClient,
+        nodes: NodeStore,
+        patcher: NodePatcher,
+        windows: BindingWindows,
+        metrics: AnnotatorMetrics,
+        clock: Callable[[], datetime],
+        may_write: Callable[[], bool],
+        concurrency: int = 16,
+        dry_run: bool = False,
+    ) -> None:
+        self._zone = policy.zone
+        self._prometheus = prometheus
+        self._nodes = nodes
+        self._patcher = patcher
+        self.windows = windows
+        self._metrics = metrics
+        self._clock = clock
+        self._may_write = may_write
+        self._limit = asyncio.Semaphore(concurrency)
+        self._dry_run = dry_run
+        self._hot_written: dict[str, int] = {}
+
+    async def _query(self, job: MetricJob) -> list[tuple[str, float]] | None:
+        started = time.perf_counter()
+        try:
+            series = await self._prometheus.query(job.promql)
+        except PrometheusError as e:
+            self._metrics.query_errors.labels(job.name, "error").inc()
+            logger.warning("metric/%s: %s; nothing written, retrying next period", job.name, e)
+            return None
+        finally:
+            self._metrics.query_seconds.labels(job.name).observe(time.perf_counter() - started)
+        if not series:
+            self._metrics.query_errors.labels(job.name, "empty").inc()
+            logger.warning("metric/%s: query %r returned no series; nothing written", job.name, job.promql)
+            return None
+        return series
+
+    async def sync(
+        self, jobs: Sequence[MetricJob], *, with_hot: bool = False, only: Collection[str] | None = None
+    ) -> RoundReport:
+        """Query every job once, then write each node's due values in one patch."""
+        now = self._clock()
+        report = RoundReport(queries=len(jobs))
+        results = await asyncio.gather(*(self._query(job) for job in jobs))
+        index, names = self._nodes.index(), self._nodes.names()
+        targets = set(only) if only is not None else set(names)
+        writes: dict[str, dict[str, str | None]] = {}
+        for job, series in zip(jobs, results, strict=True):
+            if series is None:
+                report.failed_metrics.append(job.name)
+                continue
+            matched = match_series(series, index, scale=job.scale)
+            missing = [n for n in names if n not in matched.values]
+            self._metrics.nodes_matched.labels(job.name).set(len(matched.values))
+            self._metrics.nodes_unmatched.labels(job.name).set(len(missing))
+            self._metrics.series_unmatched.labels(job.name).set(len(matched.unmatched))
+            if missing:
+                logger.warning(
+                    "metric/%s: %d node(s) have no series: %s", job.name, len(missing), ", ".join(missing[:10])
+                )
+            for node, value in matched.values.items():
+                if node in targets:
+                    writes.setdefault(node, {})[job.name] = encode_metric(value, now, self._zone)
+            self._metrics.last_success.labels(job.name).set(now.timestamp())
+        if with_hot:
+            for node, value in self.hot_values(targets, now).items():
+                writes.setdefault(node, {})[HOT_VALUE_KEY] = value
+        report.annotations = writes
+        report.writes = await self.write(writes)
+        self._metrics.rounds.labels("metrics").inc()
+        return report
+
+    def hot_values(self, nodes: Collection[str], now: datetime) -> dict[str, str]:
+        """Encoded hot values for ``nodes`` that have bindings or were last written non-zero."""
+        out: dict[str, str] = {}
+        for node in nodes:
+            value = self.windows.hot_value(node, now)
+            if value or self._hot_written.get(node):
+                out[node] = encode_hot_value(value, now, self._zone)
+        return out
+
+    async def sync_hot_values(self, nodes: Collection[str] | None = None) -> int:
+        """Recompute and write hot values (for ``nodes``, or every node that needs one)."""
+        now = self._clock()
+        self.windows.prune(now)
+        candidates = set(nodes) if nodes is not None else self.windows.nodes() | set(self._hot_written)
+        writes = {node: {HOT_VALUE_KEY: value} for node, value in self.hot_values(candidates, now).items()}
+        self._metrics.rounds.labels("hot").inc()
+        self._metrics.bindings.set(len(self.windows))
+        return await self.write(writes)
+
+    async def write(self, writes: dict[str, dict[str, str | None]]) -> int:
+        """One patch per node, bounded concurrency, only while this replica may write."""
+
+        async def one(node: str, annotations: dict[str, str | None]) -> int:
+            async with self._limit:
+                if not self._may_write():
+                    return 0
+                if self._dry_run:
+                    logger.info("node/%s: dry run, would write %s", node, annotations)
+                    return 0
+                try:
+                    written = await self._patcher.patch_annotations(node, annotations)
+                except (APIError, APIUnreachableError) as e:
+                    self._metrics.patch_errors.inc()
+                    logger.error("node/%s: patch failed: %s", node, e)
+                    return 0
+                if written:
+                    self._metrics.patches.labels("annotations").inc()
+                    if HOT_VALUE_KEY in annotations:
+                        text = annotations[HOT_VALUE_KEY] or "0,"
+                        self._hot_written[node] = int(text.split(",", 1)[0])
+                return int(written)
+
+        done = await asyncio.gather(*(one(n, a) for n, a in writes.items()))
+        return sum(done)
