@@ -98,7 +98,12 @@ class LeaderElector:
     def _set_leading(self, leading: bool) -> None:
         if leading != self._leading:
             self._leading = leading
-            logger.info("lease/%s/%s: %s", self.namespace, self.name, "became leader" if leading else "stopped leading")
+            logger.info(
+                "lease/%s/%s: %s",
+                self.namespace,
+                self.name,
+                "became leader" if leading else "stopped leading",
+            )
             self.leading_changed.set()
             if self._on_change is not None:
                 self._on_change(leading)
@@ -117,9 +122,15 @@ class LeaderElector:
         body = msgspec.json.encode(lease)
         try:
             if create:
-                response = await self._client.post(self._path, content=body, headers={"Content-Type": "application/json"})
+                response = await self._client.post(
+                    self._path, content=body, headers={"Content-Type": "application/json"}
+                )
             else:
-                response = await self._client.put(f"{self._path}/{self.name}", content=body, headers={"Content-Type": "application/json"})
+                response = await self._client.put(
+                    f"{self._path}/{self.name}",
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                )
         except httpx.HTTPError as e:
             raise unreachable(e, "write lease") from e
         raise_for_status(response)
@@ -140,10 +151,14 @@ class LeaderElector:
         spec = current.spec
         held_by_other = bool(spec.holderIdentity) and spec.holderIdentity != self.identity
         renewed = _parse(spec.renewTime)
-        expires = renewed + timedelta(seconds=spec.leaseDurationSeconds or duration) if renewed else None
+        expires = (
+            renewed + timedelta(seconds=spec.leaseDurationSeconds or duration) if renewed else None
+        )
         if held_by_other and expires is not None and now < expires:
             return False
-        transitions = (spec.leaseTransitions or 0) + (1 if spec.holderIdentity != self.identity else 0)
+        transitions = (spec.leaseTransitions or 0) + (
+            1 if spec.holderIdentity != self.identity else 0
+        )
         acquire = spec.acquireTime if spec.holderIdentity == self.identity else stamp
         current.spec = _LeaseSpec(self.identity, duration, acquire, stamp, transitions)
         await self._write(current, create=False)  # resourceVersion guards against a race
@@ -162,7 +177,9 @@ class LeaderElector:
         except (APIConflictError, APINotFoundError):
             held = False  # another replica wrote in between: not ours until proven again
         except (APIError, APIUnreachableError) as e:
-            logger.warning("lease/%s/%s: attempt failed (%s); will retry", self.namespace, self.name, e)
+            logger.warning(
+                "lease/%s/%s: attempt failed (%s); will retry", self.namespace, self.name, e
+            )
             self._set_leading(self.is_leader)  # keep leading only until the renew deadline
             return
         if held:

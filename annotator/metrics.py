@@ -11,37 +11,63 @@ class AnnotatorMetrics:
         r = self.registry
         self.last_success = Gauge(
             "loadsched_annotator_metric_last_success_timestamp_seconds",
-            "When each metric was last synced from Prometheus (Unix time).", ["metric"], registry=r,
+            "When each metric was last synced from Prometheus (Unix time).",
+            ["metric"],
+            registry=r,
         )
         self.query_seconds = Histogram(
             "loadsched_annotator_query_duration_seconds",
-            "Prometheus query time per metric.", ["metric"],
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r,
+            "Prometheus query time per metric.",
+            ["metric"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
         )
         self.query_errors = Counter(
             "loadsched_annotator_query_errors_total",
-            "Failed or empty Prometheus queries; nothing is written for that metric.", ["metric", "reason"], registry=r,
+            "Failed or empty Prometheus queries; nothing is written for that metric.",
+            ["metric", "reason"],
+            registry=r,
         )
         self.nodes_matched = Gauge(
-            "loadsched_annotator_nodes_matched", "Nodes with a series, per metric, last round.", ["metric"], registry=r,
+            "loadsched_annotator_nodes_matched",
+            "Nodes with a series, per metric, last round.",
+            ["metric"],
+            registry=r,
         )
         self.nodes_unmatched = Gauge(
-            "loadsched_annotator_nodes_unmatched", "Nodes without a series, per metric, last round.", ["metric"], registry=r,
+            "loadsched_annotator_nodes_unmatched",
+            "Nodes without a series, per metric, last round.",
+            ["metric"],
+            registry=r,
         )
         self.series_unmatched = Gauge(
             "loadsched_annotator_series_unmatched",
-            "Series whose instance matches no node, per metric, last round.", ["metric"], registry=r,
+            "Series whose instance matches no node, per metric, last round.",
+            ["metric"],
+            registry=r,
         )
         self.patches = Counter(
-            "loadsched_annotator_node_patches_total", "Node annotation patches written.", ["kind"], registry=r,
+            "loadsched_annotator_node_patches_total",
+            "Node annotation patches written.",
+            ["kind"],
+            registry=r,
         )
         self.patch_errors = Counter(
-            "loadsched_annotator_node_patch_errors_total", "Node patches that failed after retries.", registry=r,
+            "loadsched_annotator_node_patch_errors_total",
+            "Node patches that failed after retries.",
+            registry=r,
         )
         self.rounds = Counter(
-            "loadsched_annotator_rounds_total", "Sync rounds run.", ["kind"], registry=r,
+            "loadsched_annotator_rounds_total",
+            "Sync rounds run.",
+            ["kind"],
+            registry=r,
         )
-        self.leader = Gauge("loadsched_annotator_leader", "1 while this replica holds the lease.", registry=r)
+        self.leader = Gauge(
+            "loadsched_annotator_leader", "1 while this replica holds the lease.", registry=r
+        )
         self.bindings = Gauge(
-            "loadsched_annotator_bindings_tracked", "Bindings inside the hot value windows.", registry=r,
+            "loadsched_annotator_bindings_tracked",
+            "Bindings inside the hot value windows.",
+            registry=r,
         )

@@ -62,9 +62,15 @@ class Pod(msgspec.Struct, gc=False):
     def scheduled_at(self) -> datetime | None:
         """When the scheduler bound the pod (its PodScheduled condition), if recorded."""
         for condition in self.status.conditions or ():
-            if condition.type == "PodScheduled" and condition.status == "True" and condition.lastTransitionTime:
+            if (
+                condition.type == "PodScheduled"
+                and condition.status == "True"
+                and condition.lastTransitionTime
+            ):
                 try:
-                    return datetime.strptime(condition.lastTransitionTime, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+                    return datetime.strptime(
+                        condition.lastTransitionTime, "%Y-%m-%dT%H:%M:%SZ"
+                    ).replace(tzinfo=UTC)
                 except ValueError:
                     return None
         return None
@@ -133,7 +139,9 @@ class BindingStore:
             pod.spec.nodeName
             for pod in pods
             if pod.spec.nodeName
-            and self.windows.record(pod.spec.nodeName, pod.metadata.uid, pod.scheduled_at() or now, now)
+            and self.windows.record(
+                pod.spec.nodeName, pod.metadata.uid, pod.scheduled_at() or now, now
+            )
         }
         if changed:
             self._on_change(changed)

@@ -24,10 +24,10 @@ MERGE_PATCH = "application/merge-patch+json"
 RETRYABLE = (APIUnreachableError, APITransientError, APIConflictError)
 
 
-
-
 class NodePatcher:
-    def __init__(self, client: httpx.AsyncClient, *, attempts: int = 5, max_wait: float = 8.0) -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, *, attempts: int = 5, max_wait: float = 8.0
+    ) -> None:
         self._client = client
         self._attempts = attempts
         self._max_wait = max_wait
@@ -51,7 +51,9 @@ class NodePatcher:
             wait=wait_exponential_jitter(initial=0.2, max=self._max_wait),
             before_sleep=lambda state: logger.warning(
                 "node/%s: attempt #%d/%d failed (%s); will retry",
-                node, state.attempt_number, self._attempts,
+                node,
+                state.attempt_number,
+                self._attempts,
                 state.outcome.exception() if state.outcome else None,
             ),
             reraise=True,

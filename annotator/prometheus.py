@@ -72,8 +72,12 @@ class _FileAuth(httpx.Auth):
             token = self._auth.bearer_token_file.read_text().strip()
             request.headers["Authorization"] = f"Bearer {token}"
         elif self._auth.username is not None:
-            password = self._auth.password_file.read_text().strip() if self._auth.password_file else ""
-            request.headers["Authorization"] = httpx.BasicAuth(self._auth.username, password)._auth_header
+            password = (
+                self._auth.password_file.read_text().strip() if self._auth.password_file else ""
+            )
+            request.headers["Authorization"] = httpx.BasicAuth(
+                self._auth.username, password
+            )._auth_header
         yield request
 
 
@@ -109,12 +113,17 @@ class PrometheusClient:
             answer = _DECODER.decode(response.content)
         except msgspec.DecodeError as e:
             raise PrometheusError(
-                f"query {promql!r}: HTTP {response.status_code}, unreadable body: {response.text[:200]!r}"
+                f"query {promql!r}: HTTP {response.status_code}, "
+                f"unreadable body: {response.text[:200]!r}"
             ) from e
         if answer.status != "success" or answer.data is None:
-            raise PrometheusError(f"query {promql!r}: HTTP {response.status_code} {answer.errorType}: {answer.error}")
+            raise PrometheusError(
+                f"query {promql!r}: HTTP {response.status_code} {answer.errorType}: {answer.error}"
+            )
         if answer.data.resultType != "vector":
-            raise PrometheusError(f"query {promql!r}: expected an instant vector, got {answer.data.resultType}")
+            raise PrometheusError(
+                f"query {promql!r}: expected an instant vector, got {answer.data.resultType}"
+            )
         return [(s.metric.instance, _number(s.value[1])) for s in answer.data.result]
 
 

@@ -36,7 +36,8 @@ class MetricJob:
     @classmethod
     def all_from(cls, policy: DynamicSchedulerPolicy) -> list[MetricJob]:
         return [
-            cls(s.name, s.promql or s.name, s.scale or DEFAULT_SCALE, s.period) for s in policy.spec.sync_policy
+            cls(s.name, s.promql or s.name, s.scale or DEFAULT_SCALE, s.period)
+            for s in policy.spec.sync_policy
         ]
 
 
@@ -87,12 +88,18 @@ class AnnotationSync:
             self._metrics.query_seconds.labels(job.name).observe(time.perf_counter() - started)
         if not series:
             self._metrics.query_errors.labels(job.name, "empty").inc()
-            logger.warning("metric/%s: query %r returned no series; nothing written", job.name, job.promql)
+            logger.warning(
+                "metric/%s: query %r returned no series; nothing written", job.name, job.promql
+            )
             return None
         return series
 
     async def sync(
-        self, jobs: Sequence[MetricJob], *, with_hot: bool = False, only: Collection[str] | None = None
+        self,
+        jobs: Sequence[MetricJob],
+        *,
+        with_hot: bool = False,
+        only: Collection[str] | None = None,
     ) -> RoundReport:
         """Query every job once, then write each node's due values in one patch."""
         now = self._clock()
@@ -112,15 +119,18 @@ class AnnotationSync:
             self._metrics.series_unmatched.labels(job.name).set(len(matched.unmatched))
             if missing:
                 logger.warning(
-                    "metric/%s: %d node(s) have no series: %s", job.name, len(missing), ", ".join(missing[:10])
+                    "metric/%s: %d node(s) have no series: %s",
+                    job.name,
+                    len(missing),
+                    ", ".join(missing[:10]),
                 )
             for node, value in matched.values.items():
                 if node in targets:
                     writes.setdefault(node, {})[job.name] = encode_metric(value, now, self._zone)
             self._metrics.last_success.labels(job.name).set(now.timestamp())
         if with_hot:
-            for node, value in self.hot_values(targets, now).items():
-                writes.setdefault(node, {})[HOT_VALUE_KEY] = value
+            for node, encoded in self.hot_values(targets, now).items():
+                writes.setdefault(node, {})[HOT_VALUE_KEY] = encoded
         report.annotations = writes
         report.writes = await self.write(writes)
         self._metrics.rounds.labels("metrics").inc()
@@ -139,8 +149,12 @@ class AnnotationSync:
         """Recompute and write hot values (for ``nodes``, or every node that needs one)."""
         now = self._clock()
         self.windows.prune(now)
-        candidates = set(nodes) if nodes is not None else self.windows.nodes() | set(self._hot_written)
-        writes = {node: {HOT_VALUE_KEY: value} for node, value in self.hot_values(candidates, now).items()}
+        candidates = (
+            set(nodes) if nodes is not None else self.windows.nodes() | set(self._hot_written)
+        )
+        writes: dict[str, dict[str, str | None]] = {
+            node: {HOT_VALUE_KEY: value} for node, value in self.hot_values(candidates, now).items()
+        }
         self._metrics.rounds.labels("hot").inc()
         self._metrics.bindings.set(len(self.windows))
         return await self.write(writes)

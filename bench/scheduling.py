@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 

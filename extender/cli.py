@@ -10,9 +10,10 @@ from collections.abc import Sequence
 import uvicorn
 
 from extender.main import create_app, resolve_endpoint
-from extender.settings import ENV_PREFIX, load_settings
+from extender.settings import load_settings
 from shared.errors import ConfigError
 from shared.logs import configure_logging
+from shared.settings import ENV_PREFIX
 
 logger = logging.getLogger("extender")
 

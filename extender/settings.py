@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.errors import ConfigError
 from shared.logs import LogFormat
-
-ENV_PREFIX = "LOADSCHED_"
+from shared.settings import ENV_PREFIX, build_settings
 
 
 class ExtenderSettings(BaseSettings):
@@ -38,13 +36,4 @@ class ExtenderSettings(BaseSettings):
 
 def load_settings(**overrides: Any) -> ExtenderSettings:
     """Environment plus explicit overrides (``None`` overrides are ignored), validated."""
-    given = {key: value for key, value in overrides.items() if value is not None}
-    try:
-        return ExtenderSettings(**given)
-    except ValidationError as e:
-        detail = e.errors()[0]
-        field = str(detail["loc"][0]) if detail["loc"] else ""
-        source = (
-            f"--{field.replace('_', '-')} / {ENV_PREFIX}{field.upper()}" if field else "settings"
-        )
-        raise ConfigError(source, "", detail["msg"]) from e
+    return build_settings(ExtenderSettings, overrides)

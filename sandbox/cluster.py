@@ -444,6 +444,43 @@ class Sandbox:
         )
         return url
 
+    def start_annotator(
+        self,
+        *,
+        prometheus_url: str,
+        args: Iterable[str] = (),
+        name: str = "annotator",
+        port: int | None = None,
+    ) -> str:
+        """Run loadsched's annotator as a process; returns its health URL once ready."""
+        port = port or free_port()
+        self.supervisor.start(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "annotator",
+                "--prometheus-url",
+                prometheus_url,
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--port",
+                str(port),
+                "--identity",
+                name,
+                *args,
+            ],
+            cwd=ROOT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        wait_for(
+            lambda: _http_ok(f"{url}/readyz"),
+            timeout=60,
+            what=f"{name} /readyz",
+            guard=self.supervisor,
+        )
+        return url
+
     # -- clients and objects -------------------------------------------------------------
     @property
     def api_url(self) -> str:

@@ -139,11 +139,16 @@ def main() -> None:
         "--control", default="127.0.0.1:9099", help="host:port of the load-control API"
     )
     parser.add_argument("--port", type=int, default=9100, help="metrics port on every node address")
+    parser.add_argument(
+        "--loads", default="{}", help='initial loads, JSON: {"node-1": {"cpu": 0.8, "mem": 0.4}}'
+    )
     parser.add_argument("nodes", nargs="+", help="name=ip pairs")
     args = parser.parse_args()
     nodes = dict(pair.split("=", 1) for pair in args.nodes)
     host, _, control_port = args.control.rpartition(":")
-    asyncio.run(serve(Exporter(nodes), (host, int(control_port)), args.port))
+    exporter = Exporter(nodes)
+    exporter.set_loads(json.loads(args.loads))
+    asyncio.run(serve(exporter, (host, int(control_port)), args.port))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,15 @@ class Supervisor:
             if process_name == name:
                 self.stop(process)
 
+    def kill_named(self, name: str) -> None:
+        """SIGKILL, as a crash would: no chance to clean up."""
+        for process_name, process in list(self._processes):
+            if process_name == name:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+                self._processes = [(n, p) for n, p in self._processes if p is not process]
+
     def stop_all(self) -> None:
         for _, process in reversed(list(self._processes)):
             self.stop(process)

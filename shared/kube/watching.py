@@ -96,6 +96,7 @@ class Reflector(Generic[T]):
         watch_seconds: int = 300,
         backoff: Backoff = Backoff(),
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> None:
         self._client = client
         self._path = path
@@ -106,6 +107,7 @@ class Reflector(Generic[T]):
         self._watch_seconds = watch_seconds
         self._backoff = backoff
         self._selector = label_selector
+        self._field_selector = field_selector
         self.synced = asyncio.Event()
         """Set after the first complete list has been stored."""
         self.resource_version = ""
@@ -145,7 +147,13 @@ class Reflector(Generic[T]):
         params: dict[str, str] = {}
         if self._selector:
             params["labelSelector"] = self._selector
+        if self._field_selector:
+            params["fieldSelector"] = self._field_selector
         return params
+
+    async def list_once(self) -> None:
+        """One complete list into the store (for one-shot runs), without watching."""
+        await self._list()
 
     async def _list(self) -> None:
         items: list[T] = []

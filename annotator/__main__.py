@@ -1,0 +1,5 @@
+import sys
+
+from annotator.cli import main
+
+sys.exit(main())

@@ -1,0 +1,209 @@
+"""Wires the annotator: watches, leader election, sync loops and the health server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import httpx
+import uvicorn
+
+from annotator.health import health_app
+from annotator.leader import LeaderElector
+from annotator.metrics import AnnotatorMetrics
+from annotator.objects import NODE_DECODER, POD_DECODER, BindingStore, Node, NodeStore, Pod
+from annotator.patching import NodePatcher
+from annotator.prometheus import PrometheusAuth, PrometheusClient
+from annotator.runner import Runner
+from annotator.settings import AnnotatorSettings
+from annotator.sync import AnnotationSync, MetricJob
+from annotator.windows import BindingWindows
+from shared.kube.config import KubeEndpoint, load_endpoint
+from shared.kube.watching import Reflector
+from shared.policy import DynamicSchedulerPolicy, default_policy, load_policy
+
+logger = logging.getLogger(__name__)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the annotator shuts down in its own order."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class Annotator:
+    settings: AnnotatorSettings
+    policy: DynamicSchedulerPolicy
+    kube: httpx.AsyncClient
+    prometheus: PrometheusClient
+    clock: Callable[[], datetime] = utc_now
+    metrics: AnnotatorMetrics = field(default_factory=AnnotatorMetrics)
+
+    def __post_init__(self) -> None:
+        self.jobs = MetricJob.all_from(self.policy)
+        self.elector: LeaderElector | None = None
+        if self.settings.leader_elect and not self.settings.once:
+            self.elector = LeaderElector(
+                self.kube,
+                name=self.settings.lease_name,
+                namespace=self.settings.lease_namespace,
+                identity=self.settings.identity,
+                on_change=lambda lead: self.metrics.leader.set(int(lead)),
+            )
+        self.nodes = NodeStore(on_new=lambda names: self.runner.nodes_added(names))
+        self.sync = AnnotationSync(
+            policy=self.policy,
+            prometheus=self.prometheus,
+            nodes=self.nodes,
+            patcher=NodePatcher(self.kube),
+            windows=BindingWindows(self.policy.spec.hot_value),
+            metrics=self.metrics,
+            clock=self.clock,
+            may_write=self.may_write,
+            concurrency=self.settings.write_concurrency,
+            dry_run=self.settings.dry_run,
+        )
+        self.runner = Runner(self.sync, self.jobs)
+        self.node_reflector = Reflector[Node](
+            client=self.kube,
+            path="/api/v1/nodes",
+            decode=NODE_DECODER.decode,
+            store=self.nodes,
+            name="nodes",
+        )
+        bindings = BindingStore(
+            self.sync.windows, clock=self.clock, on_change=self.runner.bindings_changed
+        )
+        self.pod_reflector = Reflector[Pod](
+            client=self.kube,
+            path="/api/v1/pods",
+            decode=POD_DECODER.decode,
+            store=bindings,
+            name="bound pods",
+            field_selector="spec.nodeName!=",
+        )
+
+    def may_write(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    def readiness(self) -> tuple[bool, str]:
+        if not self.node_reflector.synced.is_set():
+            return False, "not ready: node cache has not completed its first list"
+        role = "leader" if self.may_write() else "standby"
+        return True, f"ready: {role}, {len(self.nodes.names())} nodes"
+
+    async def run_once(self) -> int:
+        await self.node_reflector.list_once()
+        await self.pod_reflector.list_once()
+        report = await self.sync.sync(self.jobs, with_hot=True)
+        logger.info("one round: %d queries, %d node writes", report.queries, report.writes)
+        return 1 if report.failed_metrics else 0
+
+    async def lead(self) -> None:
+        """Run the loops while leading; stop them the moment leadership is lost."""
+        while True:
+            while not self.may_write():
+                await _changed(self.elector)
+            work = asyncio.create_task(self.runner.run(), name="annotator-loops")
+            while self.may_write() and not work.done():
+                await _changed(self.elector)
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+
+    async def run(self, stop: asyncio.Event) -> None:
+        tasks = [
+            asyncio.create_task(self.node_reflector.run(), name="node-watch"),
+            asyncio.create_task(self.pod_reflector.run(), name="pod-watch"),
+        ]
+        server: _Server | None = None
+        if self.settings.port:
+            config = uvicorn.Config(
+                health_app(self.metrics, self.readiness),
+                host=self.settings.host,
+                port=self.settings.port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+            )
+            server = _Server(config)
+            tasks.append(asyncio.create_task(server.serve(), name="health"))
+        await self.node_reflector.synced.wait()
+        if self.elector is not None:
+            tasks.append(asyncio.create_task(self.elector.run(), name="lease"))
+        tasks.append(asyncio.create_task(self.lead(), name="lead"))
+        await stop.wait()
+        logger.info("shutting down")
+        for task in reversed(tasks):
+            if task.get_name() != "health":
+                task.cancel()
+        await asyncio.gather(
+            *[t for t in tasks if t.get_name() != "health"], return_exceptions=True
+        )
+        if self.elector is not None:
+            await self.elector.release()
+        if server is not None:
+            server.should_exit = True
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _changed(elector: LeaderElector | None, poll: float = 0.5) -> None:
+    """Wait for a leadership change, or ``poll`` seconds (the renew deadline can pass silently)."""
+    if elector is None:
+        await asyncio.sleep(3600)
+        return
+    elector.leading_changed.clear()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(elector.leading_changed.wait(), timeout=poll)
+
+
+async def serve(
+    settings: AnnotatorSettings,
+    *,
+    endpoint: KubeEndpoint | None = None,
+    kube_transport: httpx.AsyncBaseTransport | None = None,
+    prometheus_transport: httpx.AsyncBaseTransport | None = None,
+) -> int:
+    policy = load_policy(settings.policy) if settings.policy else default_policy()
+    if endpoint is None:
+        endpoint = load_endpoint(
+            str(settings.kubeconfig) if settings.kubeconfig else None, context=settings.kube_context
+        )
+    auth = PrometheusAuth(
+        bearer_token_file=settings.prometheus_bearer_token_file,
+        username=settings.prometheus_username,
+        password_file=settings.prometheus_password_file,
+        ca_file=settings.prometheus_ca_file,
+        insecure_skip_verify=settings.prometheus_insecure_skip_verify,
+    )
+    prometheus = PrometheusClient(
+        settings.prometheus_url,
+        auth=auth,
+        timeout=settings.prometheus_timeout,
+        transport=prometheus_transport,
+    )
+    async with endpoint.client(transport=kube_transport) as kube:
+        try:
+            annotator = Annotator(settings, policy, kube, prometheus)
+            if settings.once:
+                return await annotator.run_once()
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await annotator.run(stop)
+            return 0
+        finally:
+            await prometheus.aclose()

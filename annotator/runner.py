@@ -1,0 +1,116 @@
+"""The annotator's loops, run only while this replica leads:
+
+- each metric on its own period (first round at once); metrics due together share one patch;
+- nodes that appear between ticks get every metric at once, from one query per metric;
+- hot values soon after bindings change them (debounced), and every minute while non-zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from annotator.sync import AnnotationSync, MetricJob
+
+logger = logging.getLogger(__name__)
+
+HOT_DEBOUNCE = 1.0
+HOT_REFRESH = 60.0
+DUE_SLACK = 0.5
+"""Metrics due within this many seconds of each other are synced in the same round."""
+
+
+class Runner:
+    def __init__(
+        self,
+        sync: AnnotationSync,
+        jobs: list[MetricJob],
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.sync = sync
+        self.jobs = jobs
+        self._monotonic = monotonic
+        self._new_nodes: set[str] = set()
+        self._hot_nodes: set[str] = set()
+        self._wake_new = asyncio.Event()
+        self._wake_hot = asyncio.Event()
+
+    # Called from the watch stores.
+    def nodes_added(self, names: set[str]) -> None:
+        self._new_nodes |= names
+        self._wake_new.set()
+
+    def bindings_changed(self, nodes: set[str]) -> None:
+        self._hot_nodes |= nodes
+        self._wake_hot.set()
+
+    async def metric_loop(self) -> None:
+        due = dict.fromkeys((job.name for job in self.jobs), self._monotonic())
+        by_name = {job.name: job for job in self.jobs}
+        while True:
+            now = self._monotonic()
+            ready = [by_name[name] for name, at in due.items() if at <= now + DUE_SLACK]
+            if ready:
+                report = await self.sync.sync(ready, with_hot=True)
+                logger.info(
+                    "synced %s: %d queries, %d node writes%s",
+                    ", ".join(j.name for j in ready),
+                    report.queries,
+                    report.writes,
+                    f"; failed: {', '.join(report.failed_metrics)}"
+                    if report.failed_metrics
+                    else "",
+                )
+                finished = self._monotonic()
+                for job in ready:
+                    period = job.period.total_seconds()
+                    due[job.name] = max(due[job.name] + period, finished)
+                continue
+            await asyncio.sleep(min(due.values()) - now)
+
+    async def new_node_loop(self) -> None:
+        while True:
+            await self._wake_new.wait()
+            self._wake_new.clear()
+            nodes, self._new_nodes = self._new_nodes, set()
+            if nodes:
+                report = await self.sync.sync(self.jobs, with_hot=True, only=nodes)
+                logger.info(
+                    "new node(s) %s: %d node writes", ", ".join(sorted(nodes)[:10]), report.writes
+                )
+
+    async def hot_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake_hot.wait(), timeout=HOT_REFRESH)
+            if self._wake_hot.is_set():
+                await asyncio.sleep(HOT_DEBOUNCE)  # let a burst of bindings gather
+                self._wake_hot.clear()
+                nodes, self._hot_nodes = self._hot_nodes, set()
+                await self.sync.sync_hot_values(nodes)
+            else:
+                await self.sync.sync_hot_values()  # the periodic refresh of non-zero values
+
+    async def run(self) -> None:
+        """All loops until cancelled; a failing loop is logged and restarted, never dropped."""
+        async with asyncio.TaskGroup() as group:
+            for factory in (self.metric_loop, self.new_node_loop, self.hot_loop):
+                group.create_task(_forever(factory), name=factory.__name__)
+
+
+async def _forever(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    attempt = 0
+    while True:
+        try:
+            await factory()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            attempt += 1
+            logger.exception("%s: attempt #%d failed; will retry", factory.__name__, attempt)
+            await asyncio.sleep(min(30.0, 2.0**attempt))

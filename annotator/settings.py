@@ -1,0 +1,87 @@
+"""The annotator's settings: environment variables ``LOADSCHED_*``, overridden by CLI flags."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.errors import ConfigError
+from shared.logs import LogFormat
+from shared.settings import ENV_PREFIX, build_settings, flag_and_variable
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _default_namespace() -> str:
+    if SERVICE_ACCOUNT_NAMESPACE.exists():
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    return os.environ.get("POD_NAMESPACE", "default")
+
+
+def _default_identity() -> str:
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
+class AnnotatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    policy: Path | None = None
+    """The DynamicSchedulerPolicy file; crane's defaults when unset."""
+    prometheus_url: str = Field(default="", pattern=r"^https?://\S+$")
+    """Prometheus base URL, e.g. http://prometheus:9090 (required)."""
+    prometheus_bearer_token_file: Path | None = None
+    """File with a bearer token for Prometheus (read on every query)."""
+    prometheus_username: str | None = None
+    """Basic-auth user for Prometheus."""
+    prometheus_password_file: Path | None = None
+    """File with the basic-auth password."""
+    prometheus_ca_file: Path | None = None
+    """CA bundle for Prometheus's TLS certificate."""
+    prometheus_insecure_skip_verify: bool = False
+    """Do not verify Prometheus's TLS certificate."""
+    prometheus_timeout: float = Field(default=10.0, gt=0)
+    """Seconds per Prometheus query."""
+    kubeconfig: Path | None = None
+    """kubeconfig; in-cluster when unset."""
+    kube_context: str | None = None
+    """kubeconfig context."""
+    once: bool = False
+    """Sync every metric once, then exit."""
+    dry_run: bool = False
+    """Log what would be written instead of writing."""
+    leader_elect: bool = True
+    """Take part in leader election; only the leader writes."""
+    lease_name: str = "loadsched-annotator"
+    """Name of the coordination.k8s.io Lease."""
+    lease_namespace: str = Field(default_factory=_default_namespace)
+    """Namespace of the Lease (the pod's own namespace in-cluster)."""
+    identity: str = Field(default_factory=_default_identity)
+    """This replica's name in the Lease."""
+    write_concurrency: int = Field(default=16, ge=1, le=256)
+    """Node patches in flight at once."""
+    host: str = "127.0.0.1"
+    """Address of /healthz, /readyz and /metrics."""
+    port: int = Field(default=8889, ge=0, le=65535)
+    """Port of /healthz, /readyz and /metrics (0: do not serve)."""
+    log_level: str = Field(default="INFO", pattern=r"(?i)^(debug|info|warning|error)$")
+    """debug, info, warning or error."""
+    log_format: LogFormat = "text"
+    """text or json."""
+
+
+def load_settings(**overrides: Any) -> AnnotatorSettings:
+    """Environment plus explicit overrides (``None`` overrides are ignored), validated."""
+    settings = build_settings(AnnotatorSettings, overrides)
+    if not settings.prometheus_url:
+        raise ConfigError(flag_and_variable("prometheus_url"), "", "required")
+    if settings.prometheus_password_file and not settings.prometheus_username:
+        raise ConfigError(
+            flag_and_variable("prometheus_password_file"), "", "needs --prometheus-username"
+        )
+    return settings

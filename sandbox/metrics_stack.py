@@ -1,0 +1,64 @@
+"""The metrics side of the sandbox: the synthetic exporter for every fake node, and
+Prometheus scraping it with the recording rules."""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from collections.abc import Iterable, Mapping
+
+from sandbox.cluster import NodeSpec, Sandbox, free_port
+from sandbox.prometheus import Prometheus
+
+Loads = Mapping[str, Mapping[str, float]]
+
+
+class MetricsStack:
+    def __init__(
+        self, sandbox: Sandbox, nodes: Iterable[NodeSpec], loads: Loads | None = None
+    ) -> None:
+        self.sandbox = sandbox
+        self.nodes = list(nodes)
+        self.control = f"http://127.0.0.1:{free_port()}"
+        self.port = free_port()
+        prometheus_port = free_port()
+        workdir = sandbox.workdir / f"prometheus-{prometheus_port}"
+        self.prometheus = Prometheus(sandbox.supervisor, workdir, prometheus_port)
+        self._initial = dict(loads or {})
+
+    def instance(self, node: NodeSpec) -> str:
+        return f"{node.ip}:{self.port}"
+
+    def start(self) -> MetricsStack:
+        self.sandbox.supervisor.start(
+            "exporter",
+            [
+                sys.executable,
+                "-m",
+                "sandbox.exporter",
+                "--control",
+                self.control.removeprefix("http://"),
+                "--port",
+                str(self.port),
+                "--loads",
+                json.dumps(self._initial),
+            ]
+            + [f"{n.name}={n.ip}" for n in self.nodes],
+        )
+        self.prometheus.start(self.targets())
+        return self
+
+    def targets(self) -> list[str]:
+        return [self.instance(n) for n in self.nodes]
+
+    def set_loads(self, loads: Loads) -> None:
+        request = urllib.request.Request(
+            f"{self.control}/load", data=json.dumps(loads).encode(), method="PUT"
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - loopback
+            response.read()
+
+    def stop(self) -> None:
+        self.prometheus.stop()
+        self.sandbox.supervisor.stop_named("exporter")
