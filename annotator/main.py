@@ -23,9 +23,11 @@ from annotator.runner import Runner
 from annotator.settings import AnnotatorSettings
 from annotator.sync import AnnotationSync, MetricJob
 from annotator.windows import BindingWindows
+from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, load_endpoint
 from shared.kube.watching import Reflector
 from shared.policy import DynamicSchedulerPolicy, default_policy, load_policy
+from shared.settings import flag_and_variable
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +190,8 @@ async def serve(
         ca_file=settings.prometheus_ca_file,
         insecure_skip_verify=settings.prometheus_insecure_skip_verify,
     )
+    if settings.prometheus_url is None:  # load_settings guarantees one
+        raise ConfigError(flag_and_variable("prometheus_url"), "", "required")
     prometheus = PrometheusClient(
         settings.prometheus_url,
         auth=auth,

@@ -48,7 +48,7 @@ class NodePatcher:
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(RETRYABLE),
             stop=stop_after_attempt(self._attempts),
-            wait=wait_exponential_jitter(initial=0.2, max=self._max_wait),
+            wait=wait_exponential_jitter(multiplier=0.2, max=self._max_wait, jitter=0.2),
             before_sleep=lambda state: logger.warning(
                 "node/%s: attempt #%d/%d failed (%s); will retry",
                 node,

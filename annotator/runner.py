@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from annotator.sync import AnnotationSync, MetricJob
@@ -31,10 +31,12 @@ class Runner:
         jobs: list[MetricJob],
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.sync = sync
         self.jobs = jobs
         self._monotonic = monotonic
+        self._sleep = sleep
         self._new_nodes: set[str] = set()
         self._hot_nodes: set[str] = set()
         self._wake_new = asyncio.Event()
@@ -71,7 +73,7 @@ class Runner:
                     period = job.period.total_seconds()
                     due[job.name] = max(due[job.name] + period, finished)
                 continue
-            await asyncio.sleep(min(due.values()) - now)
+            await self._sleep(min(due.values()) - now)
 
     async def new_node_loop(self) -> None:
         while True:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.errors import ConfigError
@@ -33,7 +34,7 @@ class AnnotatorSettings(BaseSettings):
 
     policy: Path | None = None
     """The DynamicSchedulerPolicy file; crane's defaults when unset."""
-    prometheus_url: str = Field(default="", pattern=r"^https?://\S+$")
+    prometheus_url: str | None = None
     """Prometheus base URL, e.g. http://prometheus:9090 (required)."""
     prometheus_bearer_token_file: Path | None = None
     """File with a bearer token for Prometheus (read on every query)."""
@@ -73,6 +74,15 @@ class AnnotatorSettings(BaseSettings):
     """debug, info, warning or error."""
     log_format: LogFormat = "text"
     """text or json."""
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"https?://\S+", value):
+            raise ValueError(
+                f"must be an http(s) URL such as http://prometheus:9090, got {value!r}"
+            )
+        return value
 
 
 def load_settings(**overrides: Any) -> AnnotatorSettings:

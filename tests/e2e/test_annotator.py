@@ -80,7 +80,9 @@ def test_annotations_follow_the_exporter(sandbox: Sandbox, annotators: list[str]
     metric_keys = [k for k in FAST_RULES.keys if k != "node_hot_value"]
     wait_for(
         lambda: all(set(metric_keys) <= set(annotations(sandbox, n.name)) for n in NODES),
-        timeout=60, what="every metric on every node", interval=1,
+        timeout=60,
+        what="every metric on every node",
+        interval=1,
     )
     for node in NODES:
         found = annotations(sandbox, node.name)

@@ -1,0 +1,216 @@
+import asyncio
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import httpx
+import pytest
+
+from annotator.matching import NodeAddresses
+from annotator.metrics import AnnotatorMetrics
+from annotator.objects import Address, Meta, Node, NodeStatus, NodeStore
+from annotator.patching import NodePatcher
+from annotator.prometheus import PrometheusClient
+from annotator.runner import Runner
+from annotator.sync import AnnotationSync, MetricJob
+from annotator.windows import BindingWindows
+from shared.policy import DynamicSchedulerPolicy, default_policy, parse_policy
+from tests.annotator.fakes import FakeNodesAPI, FakePrometheus
+
+pytestmark = pytest.mark.anyio
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+STAMP = "2026-11-22T12:00:00Z"
+
+
+def node(name: str, ip: str) -> Node:
+    return Node(
+        metadata=Meta(name=name),
+        status=NodeStatus(addresses=[Address("InternalIP", ip), Address("Hostname", name)]),
+    )
+
+
+def store(*nodes: Node) -> NodeStore:
+    s = NodeStore()
+    s.replace(list(nodes))
+    return s
+
+
+class Harness:
+    def __init__(
+        self,
+        policy: DynamicSchedulerPolicy,
+        series: dict,
+        *,
+        leader: bool = True,
+        dry_run: bool = False,
+    ) -> None:
+        self.prometheus = FakePrometheus(series)
+        self.api = FakeNodesAPI()
+        self.metrics = AnnotatorMetrics()
+        self.leader = leader
+        self.nodes = store(node("n1", "10.0.0.1"), node("n2", "10.0.0.2"), node("n3", "10.0.0.3"))
+        self.sync = AnnotationSync(
+            policy=policy,
+            prometheus=PrometheusClient("http://prom", transport=self.prometheus.transport()),
+            nodes=self.nodes,
+            patcher=NodePatcher(
+                httpx.AsyncClient(base_url="https://api", transport=self.api.transport()),
+                max_wait=0.01,
+            ),
+            windows=BindingWindows(policy.spec.hot_value),
+            metrics=self.metrics,
+            clock=lambda: NOW,
+            may_write=lambda: self.leader,
+            dry_run=dry_run,
+        )
+
+    def written(self) -> dict[str, dict[str, str | None]]:
+        out: dict[str, dict[str, str | None]] = {}
+        for name, body in self.api.patches:
+            out.setdefault(name, {}).update(body["metadata"]["annotations"])
+        return out
+
+
+DEFAULT = default_policy()
+JOBS = MetricJob.all_from(DEFAULT)
+ALL = {
+    job.name: [("10.0.0.1:9100", 10.0 * (i + 1)), ("10.0.0.2:9100", 50.0), ("10.9.9.9:9100", 1.0)]
+    for i, job in enumerate(JOBS)
+}
+
+
+async def test_one_query_per_metric_and_one_patch_per_node() -> None:
+    h = Harness(DEFAULT, ALL)
+    report = await h.sync.sync(JOBS)
+    assert sorted(h.prometheus.queries) == sorted(job.name for job in JOBS)
+    assert [name for name, _ in h.api.patches].count("n1") == 1
+    assert report.queries == 6 and report.writes == 2  # n3 has no series
+    written = h.written()
+    assert written["n1"] == {job.name: f"{0.1 * (i + 1):.5f},{STAMP}" for i, job in enumerate(JOBS)}
+    assert set(written) == {"n1", "n2"}
+    text = h.metrics.registry.get_sample_value
+    assert text("loadsched_annotator_nodes_unmatched", {"metric": "cpu_usage_avg_5m"}) == 1
+    assert text("loadsched_annotator_series_unmatched", {"metric": "cpu_usage_avg_5m"}) == 1
+    assert text("loadsched_annotator_node_patches_total", {"kind": "annotations"}) == 2
+
+
+async def test_a_failing_metric_is_skipped_and_counted() -> None:
+    series = dict(ALL)
+    series["cpu_usage_avg_5m"] = 500
+    series["mem_usage_avg_5m"] = []
+    h = Harness(DEFAULT, series)
+    report = await h.sync.sync(JOBS)
+    assert report.failed_metrics == ["cpu_usage_avg_5m", "mem_usage_avg_5m"]
+    assert "cpu_usage_avg_5m" not in h.written()["n1"]
+    assert "cpu_usage_max_avg_1h" in h.written()["n1"]
+    get = h.metrics.registry.get_sample_value
+    assert (
+        get(
+            "loadsched_annotator_query_errors_total",
+            {"metric": "cpu_usage_avg_5m", "reason": "error"},
+        )
+        == 1
+    )
+    assert (
+        get(
+            "loadsched_annotator_query_errors_total",
+            {"metric": "mem_usage_avg_5m", "reason": "empty"},
+        )
+        == 1
+    )
+
+
+async def test_hot_values_ride_along_and_fall_back_to_zero() -> None:
+    h = Harness(DEFAULT, ALL)
+    for i in range(4):
+        h.sync.windows.record("n2", f"u{i}", NOW - timedelta(seconds=10), NOW)
+    await h.sync.sync(JOBS[:1], with_hot=True)
+    assert h.written()["n2"]["node_hot_value"] == f"2,{STAMP}"  # 4 in 1m / 2
+    assert "node_hot_value" not in h.written()["n1"]  # never hot: nothing to say
+    h.sync.windows.prune(NOW + timedelta(minutes=6))
+    h.sync._clock = lambda: NOW + timedelta(minutes=6)
+    h.api.patches.clear()
+    assert await h.sync.sync_hot_values() == 1
+    assert h.api.patches == [
+        ("n2", {"metadata": {"annotations": {"node_hot_value": "0,2026-11-22T12:06:00Z"}}})
+    ]
+    h.api.patches.clear()
+    assert await h.sync.sync_hot_values() == 0  # zero already written
+
+
+async def test_only_new_nodes() -> None:
+    h = Harness(DEFAULT, ALL)
+    await h.sync.sync(JOBS, only={"n2"})
+    assert set(h.written()) == {"n2"}
+    assert len(h.prometheus.queries) == 6
+
+
+@pytest.mark.parametrize(("leader", "dry_run"), [(False, False), (True, True)])
+async def test_followers_and_dry_runs_write_nothing(leader: bool, dry_run: bool) -> None:
+    h = Harness(DEFAULT, ALL, leader=leader, dry_run=dry_run)
+    report = await h.sync.sync(JOBS)
+    assert h.api.patches == [] and report.writes == 0
+    assert report.annotations["n1"]  # computed all the same
+
+
+async def test_promql_override_scale_and_crane_zone() -> None:
+    policy = parse_policy(
+        {
+            "spec": {
+                "syncPolicy": [
+                    {
+                        "name": "gpu_usage",
+                        "period": "1m",
+                        "promql": "avg by (instance) (gpu_util)",
+                        "scale": 1,
+                    }
+                ],
+                "timestampZone": "Asia/Shanghai",
+            }
+        }
+    )
+    h = Harness(policy, {"avg by (instance) (gpu_util)": [("n1", 0.42)]})
+    await h.sync.sync(MetricJob.all_from(policy))
+    local = NOW.astimezone(ZoneInfo("Asia/Shanghai")).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert h.written() == {"n1": {"gpu_usage": f"0.42000,{local}"}}
+
+
+async def test_runner_gives_each_metric_its_period_and_shares_patches() -> None:
+    policy = parse_policy(
+        {
+            "spec": {
+                "syncPolicy": [{"name": "fast", "period": "10s"}, {"name": "slow", "period": "30s"}]
+            }
+        }
+    )
+    h = Harness(policy, {"fast": [("10.0.0.1", 10.0)], "slow": [("10.0.0.1", 20.0)]})
+    clock = {"t": 0.0}
+
+    async def sleep(seconds: float) -> None:
+        clock["t"] += seconds
+        await asyncio.sleep(0)
+
+    runner = Runner(h.sync, MetricJob.all_from(policy), monotonic=lambda: clock["t"], sleep=sleep)
+    task = asyncio.create_task(runner.metric_loop())
+    while clock["t"] < 65:
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # rounds at t = 0, 10, 20, 30, 40, 50, 60: slow at 0, 30, 60 rides in the same patch
+    patches = [set(body["metadata"]["annotations"]) for _, body in h.api.patches]
+    assert patches[:4] == [{"fast", "slow"}, {"fast"}, {"fast"}, {"fast", "slow"}]
+    assert h.prometheus.queries.count("slow") == 3 and h.prometheus.queries.count("fast") == 7
+
+
+def test_node_store_reports_new_nodes_and_builds_the_index() -> None:
+    seen: list[set[str]] = []
+    s = NodeStore(on_new=seen.append)
+    s.replace([node("n1", "10.0.0.1")])
+    s.apply("MODIFIED", node("n1", "10.0.0.1"))
+    s.apply("ADDED", node("n2", "10.0.0.2"))
+    assert seen == [{"n1"}, {"n2"}]
+    assert s.index().node_for("10.0.0.2:9100") == "n2"
+    s.apply("DELETED", node("n2", "10.0.0.2"))
+    assert s.index().node_for("10.0.0.2:9100") is None
+    assert NodeAddresses("n1", ("10.0.0.1",), ("n1",)) == node("n1", "10.0.0.1").addresses()
