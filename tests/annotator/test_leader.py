@@ -21,11 +21,16 @@ class Clock:
 
 
 def elector(
-    fake: FakeLeases, identity: str, clock: Clock, timings: LeaseTimings = LeaseTimings()
+    fake: FakeLeases, identity: str, clock: Clock, timings: LeaseTimings | None = None
 ) -> LeaderElector:
     client = httpx.AsyncClient(base_url="https://api", transport=fake.transport())
     return LeaderElector(
-        client, name="lease", namespace="ns", identity=identity, clock=clock, timings=timings
+        client,
+        name="lease",
+        namespace="ns",
+        identity=identity,
+        clock=clock,
+        timings=timings or LeaseTimings(),
     )
 
 
