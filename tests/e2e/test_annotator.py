@@ -23,10 +23,13 @@ pytestmark = pytest.mark.e2e
 
 POLICY = Path(__file__).with_name("policy-fast.yaml")
 FAST_RULES = LoadRules.from_policy(load_policy(POLICY))
+# node-1 is by far the least loaded; node-7 and node-8 are above the 0.65 cpu limit.
+CPU = [0.05, 0.40, 0.45, 0.50, 0.55, 0.60, 0.75, 0.85]
 LOADS = {
-    n.name: {"cpu": round(0.1 + 0.1 * i, 2), "mem": round(0.5 - 0.05 * i, 2)}
-    for i, n in enumerate(NODES)
+    n.name: {"cpu": cpu, "mem": 0.05 if n.name == "node-1" else 0.4}
+    for n, cpu in zip(NODES, CPU, strict=True)
 }
+OVERLOADED = {"node-7", "node-8"}
 LEASE = "loadsched-annotator-e2e"
 
 
@@ -96,8 +99,45 @@ def test_annotations_follow_the_exporter(sandbox: Sandbox, annotators: list[str]
                 ) > datetime.now(UTC) - timedelta(minutes=1)
 
 
+def test_a_burst_spreads_because_the_hot_value_rises(
+    sandbox: Sandbox, annotators: list[str], schedulers: dict[str, str]
+) -> None:
+    """Without the hot value every pod would go to node-1 (score 10 against 6 and less)."""
+    bodies = [
+        pod_body(f"spread-{i}", scheduler_name="loadsched", labels={"batch": "spread"})
+        for i in range(30)
+    ]
+    try:
+        for body in bodies:  # a burst at about 3 pods/s, much faster than any metric period
+            sandbox.create_pods([body])
+            time.sleep(0.3)
+        placed = sandbox.wait_bound("batch=spread", 30)
+        per_node = {node: list(placed.values()).count(node) for node in set(placed.values())}
+        assert not set(per_node) & OVERLOADED, per_node
+        assert len(per_node) >= 3, per_node
+        assert per_node.get("node-1", 0) < 20, per_node
+    finally:
+        sandbox.delete_pods("batch=spread")
+
+
+def test_the_whole_loop_keeps_pods_off_loaded_nodes(
+    sandbox: Sandbox, annotators: list[str], schedulers: dict[str, str]
+) -> None:
+    """exporter load → Prometheus → annotator → annotations → extender → kube-scheduler."""
+    bodies = [
+        pod_body(f"loop-{i}", scheduler_name=name, labels={"batch": "loop"})
+        for i, name in enumerate(["loadsched", "loadsched-full"] * 6)
+    ]
+    sandbox.create_pods(bodies)
+    try:
+        placed = sandbox.wait_bound("batch=loop", len(bodies))
+        assert not set(placed.values()) & OVERLOADED, placed
+    finally:
+        sandbox.delete_pods("batch=loop")
+
+
 def test_a_burst_of_bindings_raises_the_hot_value(sandbox: Sandbox, annotators: list[str]) -> None:
-    target = "node-4"
+    target = "node-8"  # overloaded: no scheduled pod lands there, so only these count
     bodies = [
         pod_body(f"burst-{i}", scheduler_name="none", labels={"batch": "burst"}) for i in range(10)
     ]
@@ -110,7 +150,7 @@ def test_a_burst_of_bindings_raises_the_hot_value(sandbox: Sandbox, annotators: 
         wait_for(
             lambda: value(sandbox, target, "node_hot_value") == 7,
             timeout=20,
-            what="hot value 7 on node-4",
+            what="hot value 7 on node-8",
             interval=0.5,
         )
         assert time.monotonic() - started < 10
