@@ -81,9 +81,11 @@ POD_DECODER = msgspec.json.Decoder(Pod)
 
 
 class NodeStore:
-    """Node addresses by name; reports nodes it had not seen before."""
+    """Node addresses by name; reports nodes that appear after the first list (those of the
+    first list are synced by the first round anyway)."""
 
     def __init__(self, on_new: Callable[[set[str]], None] | None = None) -> None:
+        self._listed = False
         self._nodes: dict[str, NodeAddresses] = {}
         self._index: InstanceIndex | None = None
         self._on_new = on_new
@@ -101,8 +103,9 @@ class NodeStore:
         new = set(fresh) - set(self._nodes)
         self._nodes = fresh
         self._index = None
-        if new and self._on_new is not None:
+        if new and self._listed and self._on_new is not None:
             self._on_new(new)
+        self._listed = True
 
     def apply(self, event: str, item: Node) -> None:
         name = item.metadata.name

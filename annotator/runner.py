@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from annotator.sync import AnnotationSync, MetricJob
+from annotator.sync import AnnotationSync, MetricJob, RoundReport
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +22,8 @@ HOT_DEBOUNCE = 1.0
 HOT_REFRESH = 60.0
 DUE_SLACK = 0.5
 """Metrics due within this many seconds of each other are synced in the same round."""
+FAILED_RETRY = 30.0
+"""A metric whose query failed is tried again after this long, not a whole period later."""
 
 
 class Runner:
@@ -52,28 +54,67 @@ class Runner:
         self._wake_hot.set()
 
     async def metric_loop(self) -> None:
+        """Every metric on its period. A metric whose query failed, or that left nodes
+        without a value, is tried again after ``FAILED_RETRY`` (for those nodes only), not a
+        whole period later."""
         due = dict.fromkeys((job.name for job in self.jobs), self._monotonic())
+        retry: dict[str, tuple[float, set[str] | None]] = {}
         by_name = {job.name: job for job in self.jobs}
         while True:
             now = self._monotonic()
             ready = [by_name[name] for name, at in due.items() if at <= now + DUE_SLACK]
             if ready:
                 report = await self.sync.sync(ready, with_hot=True)
-                logger.info(
-                    "synced %s: %d queries, %d node writes%s",
-                    ", ".join(j.name for j in ready),
-                    report.queries,
-                    report.writes,
-                    f"; failed: {', '.join(report.failed_metrics)}"
-                    if report.failed_metrics
-                    else "",
-                )
+                self._log(ready, report)
                 finished = self._monotonic()
                 for job in ready:
-                    period = job.period.total_seconds()
-                    due[job.name] = max(due[job.name] + period, finished)
+                    due[job.name] = max(due[job.name] + job.period.total_seconds(), finished)
+                    self._plan_retry(retry, job, report, finished)
                 continue
-            await self._sleep(min(due.values()) - now)
+            retries = [
+                (name, nodes) for name, (at, nodes) in retry.items() if at <= now + DUE_SLACK
+            ]
+            if retries:
+                for name, nodes in retries:
+                    job = by_name[name]
+                    report = await self.sync.sync([job], only=nodes)
+                    self._log([job], report, nodes)
+                    self._plan_retry(retry, job, report, self._monotonic())
+                continue
+            wake = min([*due.values(), *(at for at, _ in retry.values())])
+            await self._sleep(wake - now)
+
+    def _plan_retry(
+        self,
+        retry: dict[str, tuple[float, set[str] | None]],
+        job: MetricJob,
+        report: RoundReport,
+        now: float,
+    ) -> None:
+        delay = min(job.period.total_seconds(), FAILED_RETRY)
+        if job.name in report.failed_metrics:
+            retry[job.name] = (now + delay, None)
+        elif report.missing.get(job.name):
+            retry[job.name] = (now + delay, set(report.missing[job.name]))
+        else:
+            retry.pop(job.name, None)
+
+    @staticmethod
+    def _log(jobs: list[MetricJob], report: RoundReport, only: set[str] | None = None) -> None:
+        failed = f"; failed: {', '.join(report.failed_metrics)}" if report.failed_metrics else ""
+        scope = (
+            f" (retry for {len(only)} node(s))"
+            if only
+            else (" (retry)" if only is not None else "")
+        )
+        logger.info(
+            "synced %s%s: %d queries, %d node writes%s",
+            ", ".join(j.name for j in jobs),
+            scope,
+            report.queries,
+            report.writes,
+            failed,
+        )
 
     async def new_node_loop(self) -> None:
         while True:

@@ -46,6 +46,8 @@ class RoundReport:
     queries: int = 0
     writes: int = 0
     failed_metrics: list[str] = field(default_factory=list)
+    missing: dict[str, list[str]] = field(default_factory=dict)
+    """Metric → the target nodes it had no series for."""
     annotations: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
 
@@ -114,6 +116,8 @@ class AnnotationSync:
                 continue
             matched = match_series(series, index, scale=job.scale)
             missing = [n for n in names if n not in matched.values]
+            if absent := [n for n in missing if n in targets]:
+                report.missing[job.name] = absent
             self._metrics.nodes_matched.labels(job.name).set(len(matched.values))
             self._metrics.nodes_unmatched.labels(job.name).set(len(missing))
             self._metrics.series_unmatched.labels(job.name).set(len(matched.unmatched))

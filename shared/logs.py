@@ -38,3 +38,6 @@ def configure_logging(level: str = "INFO", fmt: LogFormat = "text") -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    # One line per HTTP request is noise at info level; their failures are logged where handled.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(max(root.level, logging.WARNING))

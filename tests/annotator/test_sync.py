@@ -209,8 +209,32 @@ def test_node_store_reports_new_nodes_and_builds_the_index() -> None:
     s.replace([node("n1", "10.0.0.1")])
     s.apply("MODIFIED", node("n1", "10.0.0.1"))
     s.apply("ADDED", node("n2", "10.0.0.2"))
-    assert seen == [{"n1"}, {"n2"}]
+    assert seen == [{"n2"}]  # the first list is synced by the first round anyway
     assert s.index().node_for("10.0.0.2:9100") == "n2"
     s.apply("DELETED", node("n2", "10.0.0.2"))
     assert s.index().node_for("10.0.0.2:9100") is None
     assert NodeAddresses("n1", ("10.0.0.1",), ("n1",)) == node("n1", "10.0.0.1").addresses()
+
+
+async def test_a_failed_metric_is_retried_before_its_period() -> None:
+    policy = parse_policy({"spec": {"syncPolicy": [{"name": "daily", "period": "3h"}]}})
+    h = Harness(policy, {"daily": 503})
+    clock = {"t": 0.0}
+
+    async def sleep(seconds: float) -> None:
+        clock["t"] += seconds
+        if clock["t"] >= 30:
+            h.prometheus.series["daily"] = [("10.0.0.1", 50.0)]
+        await asyncio.sleep(0)
+
+    runner = Runner(h.sync, MetricJob.all_from(policy), monotonic=lambda: clock["t"], sleep=sleep)
+    task = asyncio.create_task(runner.metric_loop())
+    while clock["t"] < 100:
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # at 0 s (failed), 30 s (n1 written; n2, n3 have no series), then every 30 s for those two
+    assert h.prometheus.queries == ["daily"] * 4
+    assert h.written() == {"n1": {"daily": f"0.50000,{STAMP}"}}
+    assert [name for name, _ in h.api.patches] == ["n1"]
