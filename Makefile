@@ -5,7 +5,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test unit e2e setup lint bench serve clean
+.PHONY: demo test unit e2e setup lint bench serve clean
+
+## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
+demo: setup
+	$(BIN)/python -m sandbox.demo
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -44,7 +44,7 @@ def render_table(rows: Sequence[RowLike]) -> str:
 
 
 def render_html(rows: Sequence[RowLike]) -> str:
-    width, bar_h, gap, left = 760, 16, 14, 190
+    width, bar_h, gap, left = 800, 16, 14, 230
     most = max([r.plain for r in rows] + [r.loadsched for r in rows] + [1])
     scale = (width - left - 60) / most
     parts: list[str] = []
