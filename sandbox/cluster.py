@@ -414,27 +414,21 @@ class Sandbox:
         handle = self.schedulers.pop(name)
         self.supervisor.stop(handle.process)
 
-    def start_extender(
-        self, *, port: int | None = None, args: Iterable[str] = (), name: str = "extender"
-    ) -> str:
-        """Run loadsched's extender as a process with the admin kubeconfig; returns its URL."""
+    def _start_service(self, name: str, module: str, port: int | None, args: Iterable[str]) -> str:
+        """Run one of loadsched's services as a process with the admin kubeconfig; its URL
+        once ``/readyz`` answers."""
         port = port or free_port()
-        self.supervisor.start(
-            name,
-            [
-                sys.executable,
-                "-m",
-                "extender",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--kubeconfig",
-                str(self.kubeconfig),
-                *args,
-            ],
-            cwd=ROOT,
-        )
+        argv = [
+            sys.executable,
+            "-m",
+            module,
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--port",
+            str(port),
+            *args,
+        ]
+        self.supervisor.start(name, argv, cwd=ROOT)
         url = f"http://127.0.0.1:{port}"
         wait_for(
             lambda: _http_ok(f"{url}/readyz"),
@@ -444,6 +438,12 @@ class Sandbox:
         )
         return url
 
+    def start_extender(
+        self, *, port: int | None = None, args: Iterable[str] = (), name: str = "extender"
+    ) -> str:
+        """loadsched's extender on 127.0.0.1; returns its URL."""
+        return self._start_service(name, "extender", port, ["--host", "127.0.0.1", *args])
+
     def start_annotator(
         self,
         *,
@@ -452,34 +452,10 @@ class Sandbox:
         name: str = "annotator",
         port: int | None = None,
     ) -> str:
-        """Run loadsched's annotator as a process; returns its health URL once ready."""
-        port = port or free_port()
-        self.supervisor.start(
-            name,
-            [
-                sys.executable,
-                "-m",
-                "annotator",
-                "--prometheus-url",
-                prometheus_url,
-                "--kubeconfig",
-                str(self.kubeconfig),
-                "--port",
-                str(port),
-                "--identity",
-                name,
-                *args,
-            ],
-            cwd=ROOT,
+        """loadsched's annotator, named ``name`` in the lease; returns its health URL."""
+        return self._start_service(
+            name, "annotator", port, ["--prometheus-url", prometheus_url, "--identity", name, *args]
         )
-        url = f"http://127.0.0.1:{port}"
-        wait_for(
-            lambda: _http_ok(f"{url}/readyz"),
-            timeout=60,
-            what=f"{name} /readyz",
-            guard=self.supervisor,
-        )
-        return url
 
     # -- clients and objects -------------------------------------------------------------
     @property

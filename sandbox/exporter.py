@@ -19,6 +19,14 @@ import time
 from dataclasses import dataclass
 
 MEM_TOTAL = 32 * 1024**3
+HEADER = [
+    "# HELP node_cpu_seconds_total Seconds the CPUs spent in each mode.",
+    "# TYPE node_cpu_seconds_total counter",
+    "# HELP node_memory_MemTotal_bytes Memory information field MemTotal_bytes.",
+    "# TYPE node_memory_MemTotal_bytes gauge",
+    "# HELP node_memory_MemAvailable_bytes Memory information field MemAvailable_bytes.",
+    "# TYPE node_memory_MemAvailable_bytes gauge",
+]
 
 
 @dataclass
@@ -36,23 +44,25 @@ class NodeLoad:
         self.busy += self.cpu * elapsed
         self.at = now
 
-    def render(self) -> bytes:
-        lines = [
-            "# HELP node_cpu_seconds_total Seconds the CPUs spent in each mode.",
-            "# TYPE node_cpu_seconds_total counter",
-        ]
+    def series(self, instance: str = "") -> list[str]:
+        """Exposition lines; with ``instance``, every series carries that label (for one
+        endpoint that speaks for many nodes, scraped with ``honor_labels``)."""
+        extra = f',instance="{instance}"' if instance else ""
+        lines = []
         for cpu in range(self.cpus):
-            lines.append(f'node_cpu_seconds_total{{cpu="{cpu}",mode="idle"}} {self.idle:.6f}')
-            lines.append(f'node_cpu_seconds_total{{cpu="{cpu}",mode="user"}} {self.busy:.6f}')
-        lines += [
-            "# HELP node_memory_MemTotal_bytes Memory information field MemTotal_bytes.",
-            "# TYPE node_memory_MemTotal_bytes gauge",
-            f"node_memory_MemTotal_bytes {MEM_TOTAL}",
-            "# HELP node_memory_MemAvailable_bytes Memory information field MemAvailable_bytes.",
-            "# TYPE node_memory_MemAvailable_bytes gauge",
-            f"node_memory_MemAvailable_bytes {int(MEM_TOTAL * (1.0 - self.mem))}",
-        ]
-        return ("\n".join(lines) + "\n").encode()
+            lines.append(
+                f'node_cpu_seconds_total{{cpu="{cpu}",mode="idle"{extra}}} {self.idle:.6f}'
+            )
+            lines.append(
+                f'node_cpu_seconds_total{{cpu="{cpu}",mode="user"{extra}}} {self.busy:.6f}'
+            )
+        plain = f"{{{extra.lstrip(',')}}}" if extra else ""
+        lines.append(f"node_memory_MemTotal_bytes{plain} {MEM_TOTAL}")
+        lines.append(f"node_memory_MemAvailable_bytes{plain} {int(MEM_TOTAL * (1.0 - self.mem))}")
+        return lines
+
+    def render(self) -> bytes:
+        return ("\n".join(HEADER + self.series()) + "\n").encode()
 
 
 class Exporter:
@@ -72,6 +82,16 @@ class Exporter:
         load = self.loads[name]
         load.advance(time.monotonic())
         return load.render()
+
+    def combined(self, port: int) -> bytes:
+        """Every node's series on one endpoint, labelled ``instance="<ip>:<port>"``."""
+        now = time.monotonic()
+        lines = list(HEADER)
+        for name, ip in self.addresses.items():
+            load = self.loads[name]
+            load.advance(now)
+            lines += load.series(f"{ip}:{port}")
+        return ("\n".join(lines) + "\n").encode()
 
 
 async def _respond(
@@ -98,7 +118,9 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
     return method, path, body
 
 
-async def serve(exporter: Exporter, control: tuple[str, int], port: int) -> None:
+async def serve(
+    exporter: Exporter, control: tuple[str, int], port: int, combined: str | None = None
+) -> None:
     async def scrape(name: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await _read_request(reader)
@@ -119,8 +141,18 @@ async def serve(exporter: Exporter, control: tuple[str, int], port: int) -> None
         except (asyncio.IncompleteReadError, ConnectionError, ValueError) as e:
             await _respond(writer, "400 Bad Request", str(e).encode())
 
+    async def combined_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await _read_request(reader)
+            await _respond(writer, "200 OK", exporter.combined(port), "text/plain; version=0.0.4")
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            writer.close()
+
     servers = [await asyncio.start_server(control_handler, control[0], control[1])]
-    for name, ip in exporter.addresses.items():
+    if combined is not None:
+        host, _, combined_port = combined.rpartition(":")
+        servers.append(await asyncio.start_server(combined_handler, host, int(combined_port)))
+    for name, ip in exporter.addresses.items() if combined is None else ():
         servers.append(await asyncio.start_server(functools.partial(scrape, name), ip, port))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -142,13 +174,18 @@ def main() -> None:
     parser.add_argument(
         "--loads", default="{}", help='initial loads, JSON: {"node-1": {"cpu": 0.8, "mem": 0.4}}'
     )
-    parser.add_argument("nodes", nargs="+", help="name=ip pairs")
+    parser.add_argument("--nodes-file", help="file with one name=ip pair per line")
+    parser.add_argument("nodes", nargs="*", help="name=ip pairs")
     args = parser.parse_args()
-    nodes = dict(pair.split("=", 1) for pair in args.nodes)
+    pairs = list(args.nodes)
+    if args.nodes_file:
+        with open(args.nodes_file) as lines:
+            pairs += [line.strip() for line in lines if line.strip()]
+    nodes = dict(pair.split("=", 1) for pair in pairs)
     host, _, control_port = args.control.rpartition(":")
     exporter = Exporter(nodes)
     exporter.set_loads(json.loads(args.loads))
-    asyncio.run(serve(exporter, (host, int(control_port)), args.port))
+    asyncio.run(serve(exporter, (host, int(control_port)), args.port, args.combined))
 
 
 if __name__ == "__main__":

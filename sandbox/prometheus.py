@@ -37,7 +37,9 @@ class Prometheus:
         staging.write_text(json.dumps([{"targets": targets, "labels": {"job": "node-exporter"}}]))
         staging.replace(self.targets_file)
 
-    def start(self, targets: list[str]) -> None:
+    def start(
+        self, targets: list[str], *, honor_labels: bool = False, scrape_interval: str = "5s"
+    ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             raise RuntimeError(
@@ -52,11 +54,15 @@ class Prometheus:
         (self.workdir / "prometheus.yaml").write_text(
             yaml.safe_dump(
                 {
-                    "global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+                    "global": {
+                        "scrape_interval": scrape_interval,
+                        "evaluation_interval": SANDBOX_INTERVAL,
+                    },
                     "rule_files": [str(self.workdir / "rules.yaml")],
                     "scrape_configs": [
                         {
                             "job_name": "node-exporter",
+                            "honor_labels": honor_labels,
                             "file_sd_configs": [
                                 {"files": [str(self.targets_file)], "refresh_interval": "5s"}
                             ],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -23,6 +24,7 @@ from extender.wire import (
     PREEMPTION_DECODER,
     ExtenderArgs,
     FilterResult,
+    PodInfo,
     encode_filter_result,
 )
 
@@ -95,40 +97,50 @@ def _refuse(state: ExtenderState, verb: str, started: float, error: BadRequest) 
     return _respond(state, verb, started, error.status, {"detail": error.message})
 
 
-@router.post("/filter")
-async def filter_nodes(request: Request, state: StateDep) -> Response:
+async def _decide(
+    request: Request,
+    state: ExtenderState,
+    verb: str,
+    decide: Callable[[PodInfo, ExtenderArgs], Any],
+    unavailable: Callable[[NamesOnlyUnavailable], tuple[int, Any]],
+) -> Response:
+    """Read, decode and answer one filter or prioritize call."""
     started = time.perf_counter()
     try:
         args = _args(await _read_body(request, state.settings.max_body_bytes))
         assert args.Pod is not None
         try:
-            result = state.extender.filter(args.Pod, args)
-        except NamesOnlyUnavailable as e:
-            result = FilterResult(NodeNames=None, Error=str(e))
+            return _respond(state, verb, started, 200, decide(args.Pod, args))
         except InvalidNode as e:
             raise BadRequest(400, f"invalid request body: {e}") from e
+        except NamesOnlyUnavailable as e:
+            status, payload = unavailable(e)
+            return _respond(state, verb, started, status, payload)
     except BadRequest as e:
-        return _refuse(state, "filter", started, e)
-    return _respond(state, "filter", started, 200, result)
+        return _refuse(state, verb, started, e)
+
+
+def _filter_unavailable(error: NamesOnlyUnavailable) -> tuple[int, Any]:
+    # kube-scheduler logs the Error field of a filter answer.
+    return 200, FilterResult(NodeNames=None, Error=str(error))
+
+
+def _prioritize_unavailable(error: NamesOnlyUnavailable) -> tuple[int, Any]:
+    # kube-scheduler drops prioritize errors silently: say it here.
+    logger.error("prioritize: %s", error)
+    return 503, {"detail": str(error)}
+
+
+@router.post("/filter")
+async def filter_nodes(request: Request, state: StateDep) -> Response:
+    return await _decide(request, state, "filter", state.extender.filter, _filter_unavailable)
 
 
 @router.post("/prioritize")
 async def prioritize_nodes(request: Request, state: StateDep) -> Response:
-    started = time.perf_counter()
-    try:
-        args = _args(await _read_body(request, state.settings.max_body_bytes))
-        assert args.Pod is not None
-        try:
-            scores = state.extender.prioritize(args.Pod, args)
-        except InvalidNode as e:
-            raise BadRequest(400, f"invalid request body: {e}") from e
-        except NamesOnlyUnavailable as e:
-            # kube-scheduler drops prioritize errors silently: say it here.
-            logger.error("prioritize: %s", e)
-            return _respond(state, "prioritize", started, 503, {"detail": str(e)})
-    except BadRequest as e:
-        return _refuse(state, "prioritize", started, e)
-    return _respond(state, "prioritize", started, 200, scores)
+    return await _decide(
+        request, state, "prioritize", state.extender.prioritize, _prioritize_unavailable
+    )
 
 
 @router.post("/preempt")
