@@ -34,7 +34,11 @@ class Runner:
         *,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        hot_debounce: float = HOT_DEBOUNCE,
+        hot_refresh: float = HOT_REFRESH,
     ) -> None:
+        self._hot_debounce = hot_debounce
+        self._hot_refresh = hot_refresh
         self.sync = sync
         self.jobs = jobs
         self._monotonic = monotonic
@@ -130,9 +134,9 @@ class Runner:
     async def hot_loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake_hot.wait(), timeout=HOT_REFRESH)
+                await asyncio.wait_for(self._wake_hot.wait(), timeout=self._hot_refresh)
             if self._wake_hot.is_set():
-                await asyncio.sleep(HOT_DEBOUNCE)  # let a burst of bindings gather
+                await asyncio.sleep(self._hot_debounce)  # let a burst of bindings gather
                 self._wake_hot.clear()
                 nodes, self._hot_nodes = self._hot_nodes, set()
                 await self.sync.sync_hot_values(nodes)

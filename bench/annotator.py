@@ -32,7 +32,7 @@ from annotator.patching import NodePatcher  # noqa: E402
 from annotator.prometheus import PrometheusClient  # noqa: E402
 from annotator.sync import AnnotationSync, MetricJob  # noqa: E402
 from annotator.windows import BindingWindows  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox, free_port  # noqa: E402
+from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
 from sandbox.prometheus import Prometheus  # noqa: E402
 from shared.annotations import encode_hot_value, encode_metric  # noqa: E402
@@ -200,6 +200,7 @@ def main() -> int:
                 "--loads",
                 json.dumps(loads),
             ],
+            cwd=ROOT,
         )
         prometheus = Prometheus(box.supervisor, box.workdir / "prometheus", free_port())
         prometheus.start([combined], honor_labels=True, scrape_interval="10s")

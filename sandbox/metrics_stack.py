@@ -8,7 +8,7 @@ import sys
 import urllib.request
 from collections.abc import Iterable, Mapping
 
-from sandbox.cluster import NodeSpec, Sandbox, free_port
+from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port
 from sandbox.prometheus import Prometheus
 
 Loads = Mapping[str, Mapping[str, float]]
@@ -45,6 +45,7 @@ class MetricsStack:
                 json.dumps(self._initial),
             ]
             + [f"{n.name}={n.ip}" for n in self.nodes],
+            cwd=ROOT,
         )
         self.prometheus.start(self.targets())
         return self

@@ -238,3 +238,39 @@ async def test_a_failed_metric_is_retried_before_its_period() -> None:
     assert h.prometheus.queries == ["daily"] * 4
     assert h.written() == {"n1": {"daily": f"0.50000,{STAMP}"}}
     assert [name for name, _ in h.api.patches] == ["n1"]
+
+
+async def test_new_nodes_get_every_metric_at_once() -> None:
+    h = Harness(DEFAULT, ALL)
+    runner = Runner(h.sync, JOBS)
+    task = asyncio.create_task(runner.new_node_loop())
+    runner.nodes_added({"n2"})
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if h.api.patches:
+            break
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [name for name, _ in h.api.patches] == ["n2"]
+    assert set(h.api.patches[0][1]["metadata"]["annotations"]) == {job.name for job in JOBS}
+    assert len(h.prometheus.queries) == len(JOBS)  # one query per metric, not per node
+
+
+async def test_hot_loop_writes_soon_after_bindings() -> None:
+    h = Harness(DEFAULT, ALL)
+    h.sync.windows.record("n3", "u1", NOW, NOW)
+    h.sync.windows.record("n3", "u2", NOW, NOW)
+    runner = Runner(h.sync, JOBS, hot_debounce=0, hot_refresh=3600)
+    task = asyncio.create_task(runner.hot_loop())
+    runner.bindings_changed({"n3"})
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if h.api.patches:
+            break
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert h.api.patches == [
+        ("n3", {"metadata": {"annotations": {"node_hot_value": f"1,{STAMP}"}}})
+    ]

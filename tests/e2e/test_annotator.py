@@ -3,7 +3,9 @@ exporter: values, leader election, Prometheus outages, hot values."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,11 +42,14 @@ def stack(sandbox: Sandbox) -> Iterator[MetricsStack]:
     stack.stop()
 
 
+URLS: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def annotators(sandbox: Sandbox, stack: MetricsStack) -> Iterator[list[str]]:
     names = ["annotator-a", "annotator-b"]
     for name in names:
-        sandbox.start_annotator(
+        URLS[name] = sandbox.start_annotator(
             prometheus_url=stack.prometheus.url,
             name=name,
             args=["--policy", str(POLICY), "--lease-name", LEASE, "--lease-namespace", "default"],
@@ -63,6 +68,14 @@ def annotations(sandbox: Sandbox, node: str) -> dict[str, str]:
 def value(sandbox: Sandbox, node: str, key: str) -> float | None:
     reading = decode(annotations(sandbox, node).get(key))
     return reading.value if isinstance(reading, Sample) else None
+
+
+def patches_written(url: str) -> float:
+    text = urllib.request.urlopen(f"{url}/metrics").read().decode()  # noqa: S310 - loopback
+    match = re.search(
+        r'^loadsched_annotator_node_patches_total\{kind="annotations"\} (\S+)$', text, re.M
+    )
+    return float(match.group(1)) if match else 0.0
 
 
 def holder(sandbox: Sandbox) -> str | None:
@@ -162,6 +175,10 @@ def test_one_writer_and_failover_within_20s(sandbox: Sandbox, annotators: list[s
     wait_for(lambda: holder(sandbox) in annotators, timeout=30, what="a lease holder")
     leader = holder(sandbox)
     follower = next(n for n in annotators if n != leader)
+    # only the leader writes
+    assert patches_written(URLS[str(leader)]) > 0
+    assert patches_written(URLS[follower]) == 0
+    assert "standby" in urllib.request.urlopen(f"{URLS[follower]}/readyz").read().decode()  # noqa: S310
     sandbox.supervisor.kill_named(str(leader))  # a crash: the lease is not released
     killed_at = time.monotonic()
     wait_for(
