@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = ROOT / "hack" / "kube"
 COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-COLD_BUILD_ESTIMATE = "about 7 minutes on 2 cores, plus the module download"
+COLD_BUILD_ESTIMATE = "about 7 minutes on 2 cores, module download included"
 
 
 def kube_version() -> str:
