@@ -174,6 +174,10 @@ def main() -> None:
     parser.add_argument(
         "--loads", default="{}", help='initial loads, JSON: {"node-1": {"cpu": 0.8, "mem": 0.4}}'
     )
+    parser.add_argument(
+        "--combined",
+        help="host:port serving every node's series, instance-labelled, instead of per-node sockets",
+    )
     parser.add_argument("--nodes-file", help="file with one name=ip pair per line")
     parser.add_argument("nodes", nargs="*", help="name=ip pairs")
     args = parser.parse_args()
