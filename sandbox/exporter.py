@@ -19,14 +19,24 @@ import time
 from dataclasses import dataclass
 
 MEM_TOTAL = 32 * 1024**3
-HEADER = [
-    "# HELP node_cpu_seconds_total Seconds the CPUs spent in each mode.",
+HEADERS = (
+    "# HELP node_cpu_seconds_total Seconds the CPUs spent in each mode.\n"
     "# TYPE node_cpu_seconds_total counter",
-    "# HELP node_memory_MemTotal_bytes Memory information field MemTotal_bytes.",
+    "# HELP node_memory_MemTotal_bytes Memory information field MemTotal_bytes.\n"
     "# TYPE node_memory_MemTotal_bytes gauge",
-    "# HELP node_memory_MemAvailable_bytes Memory information field MemAvailable_bytes.",
+    "# HELP node_memory_MemAvailable_bytes Memory information field MemAvailable_bytes.\n"
     "# TYPE node_memory_MemAvailable_bytes gauge",
-]
+)
+
+
+def render_families(parts: list[tuple[list[str], list[str], list[str]]]) -> bytes:
+    """The text exposition format: each family's HELP and TYPE, then all of its samples."""
+    lines: list[str] = []
+    for index, header in enumerate(HEADERS):
+        lines.append(header)
+        for part in parts:
+            lines += part[index]
+    return ("\n".join(lines) + "\n").encode()
 
 
 @dataclass
@@ -44,25 +54,21 @@ class NodeLoad:
         self.busy += self.cpu * elapsed
         self.at = now
 
-    def series(self, instance: str = "") -> list[str]:
-        """Exposition lines; with ``instance``, every series carries that label (for one
-        endpoint that speaks for many nodes, scraped with ``honor_labels``)."""
+    def series(self, instance: str = "") -> tuple[list[str], list[str], list[str]]:
+        """Exposition lines of the three families; with ``instance``, every series carries that
+        label (for one endpoint that speaks for many nodes, scraped with ``honor_labels``)."""
         extra = f',instance="{instance}"' if instance else ""
-        lines = []
-        for cpu in range(self.cpus):
-            lines.append(
-                f'node_cpu_seconds_total{{cpu="{cpu}",mode="idle"{extra}}} {self.idle:.6f}'
-            )
-            lines.append(
-                f'node_cpu_seconds_total{{cpu="{cpu}",mode="user"{extra}}} {self.busy:.6f}'
-            )
+        cpu = []
+        for n in range(self.cpus):
+            cpu.append(f'node_cpu_seconds_total{{cpu="{n}",mode="idle"{extra}}} {self.idle:.6f}')
+            cpu.append(f'node_cpu_seconds_total{{cpu="{n}",mode="user"{extra}}} {self.busy:.6f}')
         plain = f"{{{extra.lstrip(',')}}}" if extra else ""
-        lines.append(f"node_memory_MemTotal_bytes{plain} {MEM_TOTAL}")
-        lines.append(f"node_memory_MemAvailable_bytes{plain} {int(MEM_TOTAL * (1.0 - self.mem))}")
-        return lines
+        total = [f"node_memory_MemTotal_bytes{plain} {MEM_TOTAL}"]
+        available = [f"node_memory_MemAvailable_bytes{plain} {int(MEM_TOTAL * (1.0 - self.mem))}"]
+        return cpu, total, available
 
     def render(self) -> bytes:
-        return ("\n".join(HEADER + self.series()) + "\n").encode()
+        return render_families([self.series()])
 
 
 class Exporter:
@@ -86,12 +92,12 @@ class Exporter:
     def combined(self, port: int) -> bytes:
         """Every node's series on one endpoint, labelled ``instance="<ip>:<port>"``."""
         now = time.monotonic()
-        lines = list(HEADER)
+        parts = []
         for name, ip in self.addresses.items():
             load = self.loads[name]
             load.advance(now)
-            lines += load.series(f"{ip}:{port}")
-        return ("\n".join(lines) + "\n").encode()
+            parts.append(load.series(f"{ip}:{port}"))
+        return render_families(parts)
 
 
 async def _respond(
