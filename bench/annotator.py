@@ -183,6 +183,8 @@ def main() -> int:
         loads = {
             s.name: {"cpu": rng.uniform(0.05, 0.9), "mem": rng.uniform(0.1, 0.8)} for s in specs
         }
+        loads_file = box.workdir / "loads.json"
+        loads_file.write_text(json.dumps(loads))
         box.supervisor.start(
             "exporter",
             [
@@ -197,8 +199,8 @@ def main() -> int:
                 combined,
                 "--nodes-file",
                 str(nodes_file),
-                "--loads",
-                json.dumps(loads),
+                "--loads-file",
+                str(loads_file),
             ],
             cwd=ROOT,
         )

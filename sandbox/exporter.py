@@ -184,6 +184,7 @@ def main() -> None:
         "--combined",
         help="host:port serving every node's series, instance-labelled, instead of per-node sockets",
     )
+    parser.add_argument("--loads-file", help="initial loads as a JSON file (same shape as --loads)")
     parser.add_argument("--nodes-file", help="file with one name=ip pair per line")
     parser.add_argument("nodes", nargs="*", help="name=ip pairs")
     args = parser.parse_args()
@@ -195,6 +196,9 @@ def main() -> None:
     host, _, control_port = args.control.rpartition(":")
     exporter = Exporter(nodes)
     exporter.set_loads(json.loads(args.loads))
+    if args.loads_file:
+        with open(args.loads_file) as source:
+            exporter.set_loads(json.load(source))
     asyncio.run(serve(exporter, (host, int(control_port)), args.port, args.combined))
 
 
