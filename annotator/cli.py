@@ -55,7 +55,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--lease-name", help="Lease name (default loadsched-annotator)")
     add("--lease-namespace", help="Lease namespace (default: the pod's namespace)")
     add("--identity", help="this replica's holder identity")
-    add("--write-concurrency", type=int, help="node patches in flight (default 16)")
+    add("--write-concurrency", type=int, help="node patches in flight (default 8)")
     add("--host", help="address of /healthz, /readyz, /metrics (default 127.0.0.1)")
     add("--port", type=int, help="port of /healthz, /readyz, /metrics (default 8889; 0 = off)")
     add("--log-level", help="debug, info, warning or error")

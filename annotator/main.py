@@ -198,7 +198,9 @@ async def serve(
         timeout=settings.prometheus_timeout,
         transport=prometheus_transport,
     )
-    async with endpoint.client(transport=kube_transport) as kube:
+    # Writes, the lease and two watches share the client.
+    connections = settings.write_concurrency + 4
+    async with endpoint.client(transport=kube_transport, max_connections=connections) as kube:
         try:
             annotator = Annotator(settings, policy, kube, prometheus)
             if settings.once:

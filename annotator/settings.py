@@ -64,7 +64,7 @@ class AnnotatorSettings(BaseSettings):
     """Namespace of the Lease (the pod's own namespace in-cluster)."""
     identity: str = Field(default_factory=_default_identity)
     """This replica's name in the Lease."""
-    write_concurrency: int = Field(default=16, ge=1, le=256)
+    write_concurrency: int = Field(default=8, ge=1, le=256)
     """Node patches in flight at once."""
     host: str = "127.0.0.1"
     """Address of /healthz, /readyz and /metrics."""

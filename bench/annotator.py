@@ -74,7 +74,7 @@ async def crane_baseline(
     port: int,
 ) -> float:
     """crane's shape of work: per node, per metric, one query, then two patches."""
-    limit = asyncio.Semaphore(16)
+    limit = asyncio.Semaphore(8)
     now = datetime.now(UTC)
 
     async def one(spec: NodeSpec, job: MetricJob) -> None:
@@ -95,7 +95,7 @@ async def measure(
     policy = default_policy()
     jobs = MetricJob.all_from(policy)
     endpoint = load_endpoint(str(box.kubeconfig))
-    async with endpoint.client() as kube:
+    async with endpoint.client(max_connections=12) as kube:
         store = NodeStore()
         await Reflector[Node](
             client=kube, path="/api/v1/nodes", decode=NODE_DECODER.decode, store=store, name="nodes"
@@ -111,7 +111,7 @@ async def measure(
             metrics=AnnotatorMetrics(),
             clock=lambda: datetime.now(UTC),
             may_write=lambda: True,
-            concurrency=16,
+            concurrency=8,
         )
         print(f"annotator round, {len(specs)} nodes, {len(jobs)} metrics (crane's default policy)")
         print(f"{'strategy':<34} {'queries':>8} {'writes':>8} {'wall s':>8}")

@@ -52,9 +52,17 @@ class KubeEndpoint:
         *,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = 10,
     ) -> httpx.AsyncClient:
-        """A new client for this endpoint. Close it when done."""
+        """A new client for this endpoint. Close it when done.
+
+        Keep ``max_connections`` near the number of requests in flight: httpcore checks every
+        pooled connection on every request, so idle connections cost CPU."""
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
         return httpx.AsyncClient(
+            limits=limits,
             base_url=self.host,
             verify=self.verify,
             cert=self.cert,
