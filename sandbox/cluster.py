@@ -317,14 +317,7 @@ class Sandbox:
                 str(self.bin / "kube-controller-manager"),
                 "--kubeconfig",
                 str(kubeconfig),
-                "--authentication-kubeconfig",
-                str(kubeconfig),
-                "--authorization-kubeconfig",
-                str(kubeconfig),
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                str(free_port()),
+                *_serving_flags(kubeconfig, free_port()),
                 "--leader-elect=false",
                 "--use-service-account-credentials=true",
                 "--service-account-private-key-file",
@@ -386,14 +379,7 @@ class Sandbox:
                 str(self.bin / "kube-scheduler"),
                 "--config",
                 str(config),
-                "--authentication-kubeconfig",
-                str(kubeconfig),
-                "--authorization-kubeconfig",
-                str(kubeconfig),
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                str(port),
+                *_serving_flags(kubeconfig, port),
                 "--v=1",
             ],
         )
@@ -569,6 +555,20 @@ class Sandbox:
             timeout=60,
             what=f"pods {selector!r} deleted",
         )
+
+
+def _serving_flags(kubeconfig: Path, port: int) -> list[str]:
+    """A control-plane component's own HTTPS endpoint on loopback, delegating authn/authz."""
+    return [
+        "--authentication-kubeconfig",
+        str(kubeconfig),
+        "--authorization-kubeconfig",
+        str(kubeconfig),
+        "--bind-address",
+        "127.0.0.1",
+        "--secure-port",
+        str(port),
+    ]
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
-from sandbox.demo_report import render_html, render_table
+from sandbox.demo_report import Row, render_html, render_table
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
 from shared.annotations import Sample, decode
@@ -37,16 +36,6 @@ LOADS = {
     "node-8": (0.30, 0.20),
 }
 METRICS = [s.name for s in default_policy().spec.sync_policy]
-
-
-@dataclass
-class Row:
-    node: str
-    cpu: float
-    mem: float
-    overloaded: bool
-    plain: int
-    loadsched: int
 
 
 def say(line: str) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass
 
 
-class RowLike(Protocol):
+@dataclass
+class Row:
+    """One node: its measured load and how many pods each scheduler placed there."""
+
     node: str
     cpu: float
     mem: float
@@ -16,7 +19,7 @@ class RowLike(Protocol):
     loadsched: int
 
 
-def summary(rows: Sequence[RowLike]) -> tuple[int, int, int]:
+def summary(rows: Sequence[Row]) -> tuple[int, int, int]:
     total = sum(r.plain for r in rows)
     return (
         total,
@@ -25,7 +28,7 @@ def summary(rows: Sequence[RowLike]) -> tuple[int, int, int]:
     )
 
 
-def render_table(rows: Sequence[RowLike]) -> str:
+def render_table(rows: Sequence[Row]) -> str:
     lines = [
         f"{'node':<8} {'cpu 5m':>7} {'mem 5m':>7}  {'overloaded':<10} {'plain':>6} {'loadsched':>10}",
         "-" * 56,
@@ -43,7 +46,7 @@ def render_table(rows: Sequence[RowLike]) -> str:
     return "\n".join(lines)
 
 
-def render_html(rows: Sequence[RowLike]) -> str:
+def render_html(rows: Sequence[Row]) -> str:
     width, bar_h, gap, left = 800, 16, 14, 230
     most = max([r.plain for r in rows] + [r.loadsched for r in rows] + [1])
     scale = (width - left - 60) / most

@@ -1,4 +1,5 @@
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -175,6 +176,30 @@ async def test_promql_override_scale_and_crane_zone() -> None:
     assert h.written() == {"n1": {"gpu_usage": f"0.42000,{local}"}}
 
 
+async def run_for(
+    seconds: float,
+    sync: AnnotationSync,
+    policy: DynamicSchedulerPolicy,
+    on_tick: Callable[[float], None] | None = None,
+) -> None:
+    """Run the metric loop on a virtual clock until ``seconds`` have passed."""
+    clock = {"t": 0.0}
+
+    async def sleep(delay: float) -> None:
+        clock["t"] += delay
+        if on_tick is not None:
+            on_tick(clock["t"])
+        await asyncio.sleep(0)
+
+    runner = Runner(sync, MetricJob.all_from(policy), monotonic=lambda: clock["t"], sleep=sleep)
+    task = asyncio.create_task(runner.metric_loop())
+    while clock["t"] < seconds:
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 async def test_runner_gives_each_metric_its_period_and_shares_patches() -> None:
     policy = parse_policy(
         {
@@ -184,19 +209,7 @@ async def test_runner_gives_each_metric_its_period_and_shares_patches() -> None:
         }
     )
     h = Harness(policy, {"fast": [("10.0.0.1", 10.0)], "slow": [("10.0.0.1", 20.0)]})
-    clock = {"t": 0.0}
-
-    async def sleep(seconds: float) -> None:
-        clock["t"] += seconds
-        await asyncio.sleep(0)
-
-    runner = Runner(h.sync, MetricJob.all_from(policy), monotonic=lambda: clock["t"], sleep=sleep)
-    task = asyncio.create_task(runner.metric_loop())
-    while clock["t"] < 65:
-        await asyncio.sleep(0)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await run_for(65, h.sync, policy)
     # rounds at t = 0, 10, 20, 30, 40, 50, 60: slow at 0, 30, 60 rides in the same patch
     patches = [set(body["metadata"]["annotations"]) for _, body in h.api.patches]
     assert patches[:4] == [{"fast", "slow"}, {"fast"}, {"fast"}, {"fast", "slow"}]
@@ -219,21 +232,12 @@ def test_node_store_reports_new_nodes_and_builds_the_index() -> None:
 async def test_a_failed_metric_is_retried_before_its_period() -> None:
     policy = parse_policy({"spec": {"syncPolicy": [{"name": "daily", "period": "3h"}]}})
     h = Harness(policy, {"daily": 503})
-    clock = {"t": 0.0}
 
-    async def sleep(seconds: float) -> None:
-        clock["t"] += seconds
-        if clock["t"] >= 30:
+    def recover(t: float) -> None:
+        if t >= 30:
             h.prometheus.series["daily"] = [("10.0.0.1", 50.0)]
-        await asyncio.sleep(0)
 
-    runner = Runner(h.sync, MetricJob.all_from(policy), monotonic=lambda: clock["t"], sleep=sleep)
-    task = asyncio.create_task(runner.metric_loop())
-    while clock["t"] < 100:
-        await asyncio.sleep(0)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await run_for(100, h.sync, policy, on_tick=recover)
     # at 0 s (failed), 30 s (n1 written; n2, n3 have no series), then every 30 s for those two
     assert h.prometheus.queries == ["daily"] * 4
     assert h.written() == {"n1": {"daily": f"0.50000,{STAMP}"}}
