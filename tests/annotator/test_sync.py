@@ -1,5 +1,6 @@
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -244,11 +245,12 @@ async def test_a_failed_metric_is_retried_before_its_period() -> None:
     assert [name for name, _ in h.api.patches] == ["n1"]
 
 
-async def test_new_nodes_get_every_metric_at_once() -> None:
-    h = Harness(DEFAULT, ALL)
-    runner = Runner(h.sync, JOBS)
-    task = asyncio.create_task(runner.new_node_loop())
-    runner.nodes_added({"n2"})
+async def until_patched(
+    h: Harness, loop: Coroutine[Any, Any, None], nudge: Callable[[], None]
+) -> None:
+    """Run one of the runner's loops, nudge it, and stop it after its first patch."""
+    task = asyncio.create_task(loop)
+    nudge()
     for _ in range(50):
         await asyncio.sleep(0)
         if h.api.patches:
@@ -256,6 +258,12 @@ async def test_new_nodes_get_every_metric_at_once() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_new_nodes_get_every_metric_at_once() -> None:
+    h = Harness(DEFAULT, ALL)
+    runner = Runner(h.sync, JOBS)
+    await until_patched(h, runner.new_node_loop(), lambda: runner.nodes_added({"n2"}))
     assert [name for name, _ in h.api.patches] == ["n2"]
     assert set(h.api.patches[0][1]["metadata"]["annotations"]) == {job.name for job in JOBS}
     assert len(h.prometheus.queries) == len(JOBS)  # one query per metric, not per node
@@ -266,15 +274,7 @@ async def test_hot_loop_writes_soon_after_bindings() -> None:
     h.sync.windows.record("n3", "u1", NOW, NOW)
     h.sync.windows.record("n3", "u2", NOW, NOW)
     runner = Runner(h.sync, JOBS, hot_debounce=0, hot_refresh=3600)
-    task = asyncio.create_task(runner.hot_loop())
-    runner.bindings_changed({"n3"})
-    for _ in range(50):
-        await asyncio.sleep(0)
-        if h.api.patches:
-            break
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await until_patched(h, runner.hot_loop(), lambda: runner.bindings_changed({"n3"}))
     assert h.api.patches == [
         ("n3", {"metadata": {"annotations": {"node_hot_value": f"1,{STAMP}"}}})
     ]
