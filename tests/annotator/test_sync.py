@@ -1,7 +1,7 @@
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
