@@ -74,7 +74,8 @@ class AnnotationSync:
         self._metrics = metrics
         self._clock = clock
         self._may_write = may_write
-        self._limit = asyncio.Semaphore(concurrency)
+        self._concurrency = concurrency
+        self._patches = metrics.patches.labels("annotations")
         self._dry_run = dry_run
         self._hot_written: dict[str, int] = {}
 
@@ -164,27 +165,33 @@ class AnnotationSync:
         return await self.write(writes)
 
     async def write(self, writes: dict[str, dict[str, str | None]]) -> int:
-        """One patch per node, bounded concurrency, only while this replica may write."""
+        """One patch per node from a fixed pool of writers, only while this replica may write."""
+        pending = iter(writes.items())
+        written = 0
 
-        async def one(node: str, annotations: dict[str, str | None]) -> int:
-            async with self._limit:
+        async def writer() -> None:
+            nonlocal written
+            for node, values in pending:
                 if not self._may_write():
-                    return 0
-                if self._dry_run:
-                    logger.info("node/%s: dry run, would write %s", node, annotations)
-                    return 0
-                try:
-                    written = await self._patcher.patch_annotations(node, annotations)
-                except (APIError, APIUnreachableError) as e:
-                    self._metrics.patch_errors.inc()
-                    logger.error("node/%s: patch failed: %s", node, e)
-                    return 0
-                if written:
-                    self._metrics.patches.labels("annotations").inc()
-                    if HOT_VALUE_KEY in annotations:
-                        text = annotations[HOT_VALUE_KEY] or "0,"
-                        self._hot_written[node] = int(text.split(",", 1)[0])
-                return int(written)
+                    return
+                written += await self._write_one(node, values)
 
-        done = await asyncio.gather(*(one(n, a) for n, a in writes.items()))
-        return sum(done)
+        await asyncio.gather(*(writer() for _ in range(min(self._concurrency, len(writes)))))
+        return written
+
+    async def _write_one(self, node: str, annotations: dict[str, str | None]) -> int:
+        if self._dry_run:
+            logger.info("node/%s: dry run, would write %s", node, annotations)
+            return 0
+        try:
+            written = await self._patcher.patch_annotations(node, annotations)
+        except (APIError, APIUnreachableError) as e:
+            self._metrics.patch_errors.inc()
+            logger.error("node/%s: patch failed: %s", node, e)
+            return 0
+        if written:
+            self._patches.inc()
+            if HOT_VALUE_KEY in annotations:
+                text = annotations[HOT_VALUE_KEY] or "0,"
+                self._hot_written[node] = int(text.split(",", 1)[0])
+        return int(written)

@@ -205,7 +205,7 @@ def main() -> int:
             cwd=ROOT,
         )
         prometheus = Prometheus(box.supervisor, box.workdir / "prometheus", free_port())
-        prometheus.start([combined], honor_labels=True, scrape_interval="10s")
+        prometheus.start([combined], honor_labels=True, scrape_interval="15s")
         print("waiting for the recording rules to cover every node", file=sys.stderr)
         metrics = [s.name for s in default_policy().spec.sync_policy]
         wait_for(
