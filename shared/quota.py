@@ -1,0 +1,133 @@
+"""Elastic quota arithmetic (the ``scheduling.x-k8s.io/v1alpha1`` ElasticQuota): may a pod of a
+namespace be admitted, and if not, could a legal preemption make room? Pure; no I/O.
+
+- A missing ``max`` (or a resource missing from it) is unlimited; a missing ``min`` is 0.
+- Reject when ``used + request > max`` for a resource.
+- A namespace may go above its ``min`` only by borrowing what the other namespaces with quotas
+  leave unused of theirs: over all of them, ``Σ used ≤ Σ min`` for that resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from shared.quantity import ResourceList, add, format_quantity, parse_resources
+
+ZERO = Fraction(0)
+
+
+@dataclass(frozen=True)
+class ElasticQuota:
+    namespace: str
+    min: ResourceList = field(default_factory=dict)
+    max: ResourceList | None = None
+    """``None``: no ceiling at all; a resource missing from it is unlimited too."""
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> ElasticQuota:
+        """From the CRD object; ``ValueError`` names the field of a malformed one."""
+        metadata = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        if not isinstance(spec, Mapping):
+            raise ValueError("spec: must be an object")
+        namespace = str(metadata.get("namespace", ""))
+        minimum = parse_resources(_mapping(spec.get("min"), "spec.min"), where="spec.min")
+        maximum = spec.get("max")
+        ceiling = (
+            None
+            if maximum is None
+            else parse_resources(_mapping(maximum, "spec.max"), where="spec.max")
+        )
+        return cls(namespace, minimum, ceiling)
+
+    def ceiling(self, resource: str) -> Fraction | None:
+        return None if self.max is None else self.max.get(resource)
+
+    def guaranteed(self, resource: str) -> Fraction:
+        return self.min.get(resource, ZERO)
+
+
+def _mapping(value: object, where: str) -> Mapping[str, object] | None:
+    if value is None or isinstance(value, Mapping):
+        return value
+    raise ValueError(f"{where}: must be a map of resource quantities")
+
+
+@dataclass(frozen=True)
+class Admission:
+    admitted: bool
+    message: str = ""
+    preemption_may_help: bool = False
+    """True: reject through ``FailedNodes`` (kube-scheduler may preempt); else unresolvable."""
+
+
+def admit(
+    namespace: str,
+    request: Mapping[str, Fraction],
+    quotas: Mapping[str, ElasticQuota],
+    used: Mapping[str, Mapping[str, Fraction]],
+    *,
+    lower_priority_used: Mapping[str, Fraction] | None = None,
+) -> Admission:
+    """Decide for a pod of ``namespace`` requesting ``request``. ``used`` is per namespace;
+    ``lower_priority_used`` is what the namespace's own lower-priority pods hold (what a
+    preemption inside the namespace could free)."""
+    quota = quotas.get(namespace)
+    if quota is None:
+        return Admission(True)
+    mine = used.get(namespace, {})
+    freeable = lower_priority_used or {}
+    for resource, amount in request.items():
+        if amount <= 0:
+            continue
+        after = mine.get(resource, ZERO) + amount
+        ceiling = quota.ceiling(resource)
+        if ceiling is not None and after > ceiling:
+            return Admission(
+                False,
+                _message(namespace, resource, "max", after, ceiling),
+                preemption_may_help=after - freeable.get(resource, ZERO) <= ceiling,
+            )
+        if after <= quota.guaranteed(resource):
+            continue  # within its own guarantee
+        pool = sum((q.guaranteed(resource) for q in quotas.values()), ZERO)
+        in_use = sum((used.get(ns, {}).get(resource, ZERO) for ns in quotas), ZERO) + amount
+        if in_use > pool:
+            shown_use, shown_pool = (
+                format_quantity(resource, in_use),
+                format_quantity(resource, pool),
+            )
+            return Admission(
+                False,
+                f"elastic quota of namespace {namespace}: {resource} would be borrowed beyond "
+                f"what other namespaces leave unused of their min (in use {shown_use} "
+                f"> sum of min {shown_pool})",
+                preemption_may_help=in_use - freeable.get(resource, ZERO) <= pool,
+            )
+    return Admission(True)
+
+
+def reclaiming(
+    namespace: str,
+    request: Mapping[str, Fraction],
+    quotas: Mapping[str, ElasticQuota],
+    used: Mapping[str, Mapping[str, Fraction]],
+) -> bool:
+    """True if the pod keeps its namespace within its ``min``: it may take back lent capacity."""
+    quota = quotas.get(namespace)
+    if quota is None:
+        return False
+    after = add(used.get(namespace, {}), request)
+    return all(
+        after.get(r, ZERO) <= quota.guaranteed(r) for r, amount in request.items() if amount > 0
+    )
+
+
+def _message(namespace: str, resource: str, limit: str, value: Fraction, bound: Fraction) -> str:
+    return (
+        f"elastic quota of namespace {namespace}: {resource} used + request "
+        f"{format_quantity(resource, value)} > {limit} {format_quantity(resource, bound)}"
+    )
