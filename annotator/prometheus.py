@@ -6,6 +6,7 @@ and tests inject a transport instead of patching.
 
 from __future__ import annotations
 
+import base64
 import math
 import ssl
 from dataclasses import dataclass
@@ -75,9 +76,8 @@ class _FileAuth(httpx.Auth):
             password = (
                 self._auth.password_file.read_text().strip() if self._auth.password_file else ""
             )
-            request.headers["Authorization"] = httpx.BasicAuth(
-                self._auth.username, password
-            )._auth_header
+            pair = f"{self._auth.username}:{password}".encode()
+            request.headers["Authorization"] = f"Basic {base64.b64encode(pair).decode()}"
         yield request
 
 

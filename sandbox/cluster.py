@@ -9,7 +9,6 @@ objects, and pods are bound and stay Pending on their node, which is all schedul
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -577,7 +576,3 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
             return bool(response.status == 200)
     except (OSError, ValueError):
         return False
-
-
-def dump_json(obj: object) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True)

@@ -99,10 +99,6 @@ class Supervisor:
                     f"{name} exited with code {process.returncode}:\n{self.log_tail(name)}"
                 )
 
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for _, p in self._processes]
-
 
 def wait_for(
     condition: Callable[[], object],

@@ -31,20 +31,3 @@ def parse_duration(text: str) -> timedelta:
     sign = -1.0 if text.startswith("-") else 1.0
     seconds = sum(float(num) * _UNIT_SECONDS[unit] for num, unit in _PART.findall(text))
     return timedelta(seconds=sign * seconds)
-
-
-def format_duration(value: timedelta) -> str:
-    """Format a duration the way Go prints it for whole seconds (``1h30m0s`` → ``1h30m``)."""
-    total = int(value.total_seconds())
-    if total == 0:
-        return "0s"
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [
-        f"{hours}h" if hours else "",
-        f"{minutes}m" if minutes else "",
-        f"{seconds}s" if seconds else "",
-    ]
-    return sign + "".join(parts)

@@ -29,8 +29,6 @@ from pydantic import (
 from shared.durations import parse_duration
 from shared.errors import ConfigError
 
-API_VERSION = "scheduler.policy.crane.io/v1alpha1"
-KIND = "DynamicSchedulerPolicy"
 HOT_VALUE_KEY = "node_hot_value"
 EXTRA_ACTIVE_PERIOD = timedelta(minutes=5)
 """A metric value stays fresh for its sync period plus this (crane's ExtraActivePeriod)."""

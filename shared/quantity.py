@@ -4,7 +4,7 @@ resource lists with the arithmetic quotas need. Pure; no I/O."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from fractions import Fraction
 
 _SUFFIXES: dict[str, Fraction] = {
@@ -75,10 +75,6 @@ def add(*lists: Mapping[str, Fraction]) -> ResourceList:
         for name, value in resources.items():
             total[name] = total.get(name, Fraction(0)) + value
     return total
-
-
-def total(lists: Iterable[Mapping[str, Fraction]]) -> ResourceList:
-    return add(*lists)
 
 
 def format_quantity(name: str, value: Fraction) -> str:

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from shared.durations import format_duration, parse_duration
+from shared.durations import parse_duration
 
 
 @pytest.mark.parametrize(
@@ -31,12 +31,3 @@ def test_parse_go_durations(text: str, expected: timedelta) -> None:
 def test_reject_what_go_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         parse_duration(text)
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [(timedelta(minutes=90), "1h30m"), (timedelta(0), "0s"), (timedelta(seconds=-61), "-1m1s")],
-)
-def test_format(value: timedelta, text: str) -> None:
-    assert format_duration(value) == text
-    assert parse_duration(text) == value
