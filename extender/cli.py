@@ -29,6 +29,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, help="listen port (default 8888)")
     parser.add_argument("--kubeconfig", help="kubeconfig for the node cache (names-only mode)")
     parser.add_argument("--kube-context", help="kubeconfig context")
+    parser.add_argument(
+        "--elastic-quota",
+        action="store_true",
+        default=None,
+        help="enforce ElasticQuotas at filter and preempt (needs a cluster and the CRD)",
+    )
+    parser.add_argument(
+        "--quota-assume-seconds",
+        type=float,
+        help="how long a pod admitted at filter counts before it shows up bound (default 30)",
+    )
     parser.add_argument("--max-body-bytes", type=int, help="largest request body accepted")
     parser.add_argument("--log-level", help="debug, info, warning or error")
     parser.add_argument("--log-format", help="text or json")

@@ -61,6 +61,32 @@ class ExtenderMetrics:
             registry=self.registry,
         )
 
+        self.quota_rejections = Counter(
+            "loadsched_extender_quota_rejections_total",
+            "Pods refused by their namespace's elastic quota at filter, by whether a "
+            "preemption may help (preemptible: FailedNodes) or not (unresolvable).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.quota_preemptions = Counter(
+            "loadsched_extender_quota_preemptions_total",
+            "Candidate nodes at preempt under an elastic quota: the scheduler's victims kept, "
+            "replaced by legal ones, or the node dropped (no legal set).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.quota_pods = Gauge(
+            "loadsched_extender_quota_cached_pods",
+            "Pods counted against elastic quotas (bound or nominated, not terminal).",
+            registry=self.registry,
+        )
+        self.quotas = Gauge(
+            "loadsched_extender_elastic_quotas",
+            "ElasticQuota objects by state (active, or invalid and ignored).",
+            ["state"],
+            registry=self.registry,
+        )
+
     def count_filtered(self, tally: Tally[tuple[str, str]]) -> None:
         for (metric, reason), n in tally.items():
             self.nodes_filtered.labels(metric, reason).inc(n)

@@ -109,6 +109,8 @@ class NodeLoadCache:
         self._dirty: set[str] = set()
         self._expiries: list[tuple[datetime, str]] = []
         self._as_of: datetime | None = None
+        self.allocatable: dict[str, Mapping[str, str]] = {}
+        """Each node's ``status.allocatable`` as sent (for preemption arithmetic)."""
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -127,13 +129,16 @@ class NodeLoadCache:
             )
             for node in items
         }
+        self.allocatable = {node.metadata.name: node.status.allocatable or {} for node in items}
         self._dirty = set(self._nodes) | set(old)
 
     def apply(self, event: str, item: Node) -> None:
         name = item.metadata.name
         if event == "DELETED":
             self._nodes.pop(name, None)
+            self.allocatable.pop(name, None)
         else:
+            self.allocatable[name] = item.status.allocatable or {}
             previous = self._nodes.get(name)
             entry = cached_load(name, item.metadata.annotations, self._rules, previous)
             if entry is previous:

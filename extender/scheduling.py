@@ -13,6 +13,7 @@ from datetime import datetime
 
 import msgspec
 
+from extender.elastic_quota import QuotaGate
 from extender.metrics import ExtenderMetrics
 from extender.node_loads import NodeLoadCache, NodeView, RequestMemo, decode_node
 from extender.wire import (
@@ -61,11 +62,13 @@ class LoadAwareExtender:
         clock: Callable[[], datetime],
         metrics: ExtenderMetrics,
         node_cache: NodeLoadCache | None,
+        quota: QuotaGate | None = None,
     ) -> None:
         self._rules = rules
         self._clock = clock
         self._metrics = metrics
         self._cache = node_cache
+        self._quota = quota
         self._memo = RequestMemo(rules)
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
@@ -86,7 +89,15 @@ class LoadAwareExtender:
         return self._cache.view(now)
 
     def filter(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult:
-        """Reject overloaded nodes (and, failClosed, unknown ones); count what was unknown."""
+        """Reject every node for a pod its namespace's elastic quota refuses; else reject
+        overloaded nodes (and, failClosed, unknown ones); count what was unknown."""
+        quota = self._quota
+        request = None
+        if quota is not None and quota.governs(pod):
+            request = quota.request_of(pod)
+            decision = quota.admit(pod, request)
+            if not decision.admitted:
+                return self._refuse_all(args, decision.message, decision.preemption_may_help)
         now = self._clock()
         tally = _Tally(self._rules.fail_closed, check=not pod.is_daemonset_pod)
         if args.NodeNames is not None:
@@ -107,6 +118,8 @@ class LoadAwareExtender:
                 Nodes=NodeList(items=items), FailedAndUnresolvableNodes=tally.rejected
             )
         tally.report(self._metrics)
+        if quota is not None and request is not None and (result.NodeNames or result.Nodes):
+            quota.assume(pod, request)
         if tally.rejected:
             logger.debug(
                 "pod/%s: %d node(s) rejected: %s",
@@ -115,6 +128,19 @@ class LoadAwareExtender:
                 _sample(tally.rejected),
             )
         return result
+
+    def _refuse_all(self, args: ExtenderArgs, message: str, preemptible: bool) -> FilterResult:
+        if args.NodeNames is not None:
+            names = args.NodeNames
+        else:
+            names = [name for name, _, _ in self._full_nodes(args, self._clock())]
+        failed = dict.fromkeys(names, message)
+        return FilterResult(
+            NodeNames=[] if args.NodeNames is not None else None,
+            Nodes=None if args.NodeNames is not None else NodeList(items=[]),
+            FailedNodes=failed if preemptible else {},
+            FailedAndUnresolvableNodes={} if preemptible else failed,
+        )
 
     def prioritize(self, pod: PodInfo, args: ExtenderArgs) -> list[HostPriority]:
         """0..10 per node; a node the cache lacks scores 0, like one with no metrics."""
@@ -132,16 +158,29 @@ class LoadAwareExtender:
         return scores
 
     def preempt(self, args: PreemptionArgs) -> PreemptionResult:
-        """Without quotas, load has no say in preemption: the scheduler's victims stand."""
+        """Load has no say in preemption; elastic quotas replace the scheduler's victims with
+        legal ones (:mod:`extender.elastic_quota`); otherwise the scheduler's victims stand."""
         if args.NodeNameToMetaVictims is not None:
-            return PreemptionResult(NodeNameToMetaVictims=args.NodeNameToMetaVictims)
-        result: dict[str, MetaVictims] = {}
-        for node, victims in (args.NodeNameToVictims or {}).items():
-            result[node] = MetaVictims(
-                Pods=[MetaPod(UID=pod.metadata.uid) for pod in victims.Pods or ()],
-                NumPDBViolations=victims.NumPDBViolations,
+            proposed = args.NodeNameToMetaVictims
+        else:
+            proposed = {
+                node: MetaVictims(
+                    Pods=[MetaPod(UID=pod.metadata.uid) for pod in victims.Pods or ()],
+                    NumPDBViolations=victims.NumPDBViolations,
+                )
+                for node, victims in (args.NodeNameToVictims or {}).items()
+            }
+        if self._quota is not None and args.Pod is not None:
+            chosen = self._quota.preempt(
+                args.Pod,
+                {
+                    node: ([p.UID for p in victims.Pods], victims.NumPDBViolations)
+                    for node, victims in proposed.items()
+                },
             )
-        return PreemptionResult(NodeNameToMetaVictims=result)
+            if chosen is not None:
+                return PreemptionResult(NodeNameToMetaVictims=chosen)
+        return PreemptionResult(NodeNameToMetaVictims=proposed)
 
 
 class _Tally:

@@ -26,6 +26,12 @@ class ExtenderSettings(BaseSettings):
     either, only full-node requests (nodeCacheCapable: false) can be answered."""
     kube_context: str | None = None
     """kubeconfig context; the current one when unset."""
+    elastic_quota: bool = False
+    """Enforce ElasticQuotas (scheduling.x-k8s.io/v1alpha1) at filter and preempt; needs the
+    CRD installed and a cluster (kubeconfig or in-cluster). Watches pods and quotas."""
+    quota_assume_seconds: float = Field(default=30.0, gt=0)
+    """How long a pod admitted at filter counts against its quota before the watch shows it
+    bound (kube-scheduler binds asynchronously)."""
     max_body_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     """Largest request body accepted; larger ones get 413."""
     log_level: str = Field(default="INFO", pattern=r"(?i)^(debug|info|warning|error)$")

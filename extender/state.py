@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from extender.metrics import ExtenderMetrics
 from extender.node_loads import NodeLoadCache
@@ -24,11 +25,15 @@ class ExtenderState:
     extender: LoadAwareExtender
     node_cache: NodeLoadCache | None = None
     node_reflector: Reflector[Node] | None = None
+    quota_reflectors: list[Reflector[Any]] = field(default_factory=list)
 
     def readiness(self) -> tuple[bool, str]:
         """Ready once the node cache has synced, or at once without a cluster."""
         if self.node_reflector is None:
             return True, "ready: no cluster configured, full-node requests only"
-        if self.node_reflector.synced.is_set():
-            return True, f"ready: node cache holds {len(self.node_cache or ())} nodes"
-        return False, "not ready: node cache has not completed its first list"
+        if not self.node_reflector.synced.is_set():
+            return False, "not ready: node cache has not completed its first list"
+        waiting = [r.name for r in self.quota_reflectors if not r.synced.is_set()]
+        if waiting:
+            return False, f"not ready: {' and '.join(waiting)} not listed yet"
+        return True, f"ready: node cache holds {len(self.node_cache or ())} nodes"

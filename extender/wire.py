@@ -10,31 +10,10 @@ from __future__ import annotations
 
 import msgspec
 
+from shared.pods import Pod
 
-class OwnerReference(msgspec.Struct, gc=False):
-    kind: str = ""
-    name: str = ""
-
-
-class PodMeta(msgspec.Struct, gc=False):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    ownerReferences: list[OwnerReference] | None = None
-
-
-class PodInfo(msgspec.Struct, gc=False):
-    """The few fields of a Pod the extender reads; everything else is skipped unparsed."""
-
-    metadata: PodMeta = msgspec.field(default_factory=PodMeta)
-
-    @property
-    def key(self) -> str:
-        return f"{self.metadata.namespace}/{self.metadata.name}"
-
-    @property
-    def is_daemonset_pod(self) -> bool:
-        return any(ref.kind == "DaemonSet" for ref in self.metadata.ownerReferences or ())
+PodInfo = Pod
+"""The fields of a Pod the extender reads (:mod:`shared.pods`); the rest is skipped unparsed."""
 
 
 class NodeMeta(msgspec.Struct, gc=False):
@@ -42,8 +21,13 @@ class NodeMeta(msgspec.Struct, gc=False):
     annotations: dict[str, str] | None = None
 
 
+class NodeStatus(msgspec.Struct, gc=False):
+    allocatable: dict[str, str] | None = None
+
+
 class Node(msgspec.Struct, gc=False):
     metadata: NodeMeta = msgspec.field(default_factory=NodeMeta)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
 
 
 class NodeList(msgspec.Struct, gc=False):

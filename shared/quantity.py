@@ -77,6 +77,13 @@ def add(*lists: Mapping[str, Fraction]) -> ResourceList:
     return total
 
 
+def subtract(have: Mapping[str, Fraction], take: Mapping[str, Fraction]) -> ResourceList:
+    out = dict(have)
+    for name, value in take.items():
+        out[name] = out.get(name, Fraction(0)) - value
+    return out
+
+
 def format_quantity(name: str, value: Fraction) -> str:
     """Readable: CPU in cores or millicores, memory-like resources in Gi/Mi, others plain."""
     if name == "cpu":

@@ -64,6 +64,24 @@ class Admission:
     """True: reject through ``FailedNodes`` (kube-scheduler may preempt); else unresolvable."""
 
 
+@dataclass(frozen=True)
+class Totals:
+    """Sums over every namespace that has a quota: of ``min`` (the pool that can be lent) and
+    of what is in use."""
+
+    min: Mapping[str, Fraction]
+    used: Mapping[str, Fraction]
+
+    @classmethod
+    def of(
+        cls, quotas: Mapping[str, ElasticQuota], used: Mapping[str, Mapping[str, Fraction]]
+    ) -> Totals:
+        return cls(
+            min=add(*(q.min for q in quotas.values())),
+            used=add(*(used.get(ns, {}) for ns in quotas)),
+        )
+
+
 def admit(
     namespace: str,
     request: Mapping[str, Fraction],
@@ -71,10 +89,12 @@ def admit(
     used: Mapping[str, Mapping[str, Fraction]],
     *,
     lower_priority_used: Mapping[str, Fraction] | None = None,
+    totals: Totals | None = None,
 ) -> Admission:
     """Decide for a pod of ``namespace`` requesting ``request``. ``used`` is per namespace;
     ``lower_priority_used`` is what the namespace's own lower-priority pods hold (what a
-    preemption inside the namespace could free)."""
+    preemption inside the namespace could free). ``totals`` may be passed when the caller
+    keeps them up to date (:class:`Totals`); they are computed otherwise."""
     quota = quotas.get(namespace)
     if quota is None:
         return Admission(True)
@@ -93,8 +113,10 @@ def admit(
             )
         if after <= quota.guaranteed(resource):
             continue  # within its own guarantee
-        pool = sum((q.guaranteed(resource) for q in quotas.values()), ZERO)
-        in_use = sum((used.get(ns, {}).get(resource, ZERO) for ns in quotas), ZERO) + amount
+        if totals is None:
+            totals = Totals.of(quotas, used)
+        pool = totals.min.get(resource, ZERO)
+        in_use = totals.used.get(resource, ZERO) + amount
         if in_use > pool:
             shown_use, shown_pool = (
                 format_quantity(resource, in_use),

@@ -86,3 +86,19 @@ class FakeCollection:
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
+
+
+@dataclass
+class FakeCluster:
+    """Several collections behind one transport, chosen by the request's path."""
+
+    collections: dict[str, FakeCollection]
+
+    async def handler(self, request: httpx.Request) -> httpx.Response:
+        collection = self.collections.get(request.url.path)
+        if collection is None:
+            return httpx.Response(404, json={"kind": "Status", "code": 404, "message": "no"})
+        return await collection.handler(request)
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handler)

@@ -102,7 +102,7 @@ class Reflector(Generic[T]):
         self._path = path
         self._decode = decode
         self._store = store
-        self._name = name
+        self.name = name
         self._page_size = page_size
         self._watch_seconds = watch_seconds
         self._backoff = backoff
@@ -127,7 +127,7 @@ class Reflector(Generic[T]):
                 attempt = 0
             except APIGoneError:
                 logger.info(
-                    "%s: resourceVersion %s expired; re-listing", self._name, self.resource_version
+                    "%s: resourceVersion %s expired; re-listing", self.name, self.resource_version
                 )
                 need_list = True
                 self.relists += 1
@@ -136,7 +136,7 @@ class Reflector(Generic[T]):
                 delay = self._backoff.delay(attempt)
                 logger.warning(
                     "%s: attempt #%d failed (%s); will retry in %.1fs",
-                    self._name,
+                    self.name,
                     attempt,
                     e,
                     delay,
@@ -177,7 +177,7 @@ class Reflector(Generic[T]):
         self.synced.set()
         logger.info(
             "%s: listed %d objects at resourceVersion %s",
-            self._name,
+            self.name,
             len(items),
             self.resource_version,
         )

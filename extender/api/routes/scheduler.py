@@ -16,6 +16,7 @@ import msgspec
 from fastapi import APIRouter, Request, Response
 
 from extender.api.deps import StateDep
+from extender.elastic_quota import InvalidPod
 from extender.scheduling import InvalidNode, NamesOnlyUnavailable
 from extender.state import ExtenderState
 from extender.wire import (
@@ -111,7 +112,7 @@ async def _decide(
         assert args.Pod is not None
         try:
             return _respond(state, verb, started, 200, decide(args.Pod, args))
-        except InvalidNode as e:
+        except (InvalidNode, InvalidPod) as e:
             raise BadRequest(400, f"invalid request body: {e}") from e
         except NamesOnlyUnavailable as e:
             status, payload = unavailable(e)
@@ -154,6 +155,9 @@ async def preempt(request: Request, state: StateDep) -> Response:
             raise _decode_error(e) from e
         if args.Pod is None:
             raise BadRequest(400, "invalid request body: Pod is required - at `$.Pod`")
+        try:
+            return _respond(state, "preempt", started, 200, state.extender.preempt(args))
+        except InvalidPod as e:
+            raise BadRequest(400, f"invalid request body: {e}") from e
     except BadRequest as e:
         return _refuse(state, "preempt", started, e)
-    return _respond(state, "preempt", started, 200, state.extender.preempt(args))
