@@ -56,6 +56,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--lease-namespace", help="Lease namespace (default: the pod's namespace)")
     add("--identity", help="this replica's holder identity")
     add("--write-concurrency", type=int, help="node patches in flight (default 8)")
+    add(
+        "--elastic-quota",
+        action="store_true",
+        default=None,
+        help="run the elastic-quota controller (status.used, reclaim by eviction)",
+    )
+    add("--evictions-per-minute", type=float, help="reclaim eviction rate limit (default 30)")
+    add("--eviction-grace-seconds", type=int, help="grace period of reclaim evictions")
+    add("--quota-period", type=float, help="seconds between elastic-quota passes (default 5)")
     add("--host", help="address of /healthz, /readyz, /metrics (default 127.0.0.1)")
     add("--port", type=int, help="port of /healthz, /readyz, /metrics (default 8889; 0 = off)")
     add("--log-level", help="debug, info, warning or error")

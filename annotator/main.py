@@ -19,14 +19,17 @@ from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NODE_DECODER, POD_DECODER, BindingStore, Node, NodeStore, Pod
 from annotator.patching import NodePatcher
 from annotator.prometheus import PrometheusAuth, PrometheusClient
+from annotator.reclaim import QuotaController, WaitingPods
+from annotator.recording import EventRecorder
 from annotator.runner import Runner
 from annotator.settings import AnnotatorSettings
 from annotator.sync import AnnotationSync, MetricJob
 from annotator.windows import BindingWindows
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, load_endpoint
-from shared.kube.watching import Reflector
+from shared.kube.watching import FanOut, Reflector
 from shared.policy import DynamicSchedulerPolicy, default_policy, load_policy
+from shared.quota_ledger import ELASTIC_QUOTAS_PATH, QUOTA_DECODER, QuotaLedger, QuotaObject
 from shared.settings import flag_and_variable
 
 logger = logging.getLogger(__name__)
@@ -88,14 +91,55 @@ class Annotator:
         bindings = BindingStore(
             self.sync.windows, clock=self.clock, on_change=self.runner.bindings_changed
         )
+        self.quotas: QuotaController | None = None
+        self.quota_reflector: Reflector[QuotaObject] | None = None
+        if not self.settings.elastic_quota:
+            self.pod_reflector = Reflector[Pod](
+                client=self.kube,
+                path="/api/v1/pods",
+                decode=POD_DECODER.decode,
+                store=bindings,
+                name="bound pods",
+                field_selector="spec.nodeName!=",
+            )
+            return
+        ledger = QuotaLedger()
+        self.quotas = QuotaController(
+            kube=self.kube,
+            ledger=ledger,
+            nodes=self.nodes,
+            waiting=WaitingPods(on_change=lambda: self._wake_quotas()),
+            recorder=EventRecorder(self.kube, instance=self.settings.identity),
+            metrics=self.metrics,
+            dry_run=self.settings.dry_run,
+            evictions_per_minute=self.settings.evictions_per_minute,
+            grace_seconds=self.settings.eviction_grace_seconds,
+        )
+        # every pod: bound ones for hot values and quota use, unschedulable ones for reclaim
         self.pod_reflector = Reflector[Pod](
             client=self.kube,
             path="/api/v1/pods",
             decode=POD_DECODER.decode,
-            store=bindings,
-            name="bound pods",
-            field_selector="spec.nodeName!=",
+            store=FanOut[Pod](bindings, ledger.pod_store, self.quotas.waiting),
+            name="pods",
         )
+        self.quota_reflector = Reflector[QuotaObject](
+            client=self.kube,
+            path=ELASTIC_QUOTAS_PATH,
+            decode=QUOTA_DECODER.decode,
+            store=FanOut[QuotaObject](ledger.quota_store, _Nudge(self._wake_quotas)),
+            name="elasticquotas",
+        )
+
+    def _wake_quotas(self) -> None:
+        if self.quotas is not None:
+            self.quotas.wake.set()
+
+    async def _leader_work(self) -> None:
+        jobs = [self.runner.run()]
+        if self.quotas is not None:
+            jobs.append(self.quotas.run(self.settings.quota_period))
+        await asyncio.gather(*jobs)
 
     def may_write(self) -> bool:
         return self.elector is None or self.elector.is_leader
@@ -103,6 +147,10 @@ class Annotator:
     def readiness(self) -> tuple[bool, str]:
         if not self.node_reflector.synced.is_set():
             return False, "not ready: node cache has not completed its first list"
+        if self.quota_reflector is not None and not (
+            self.quota_reflector.synced.is_set() and self.pod_reflector.synced.is_set()
+        ):
+            return False, "not ready: pods and elasticquotas not listed yet"
         role = "leader" if self.may_write() else "standby"
         return True, f"ready: {role}, {len(self.nodes.names())} nodes"
 
@@ -118,7 +166,7 @@ class Annotator:
         while True:
             while not self.may_write():
                 await _changed(self.elector)
-            work = asyncio.create_task(self.runner.run(), name="annotator-loops")
+            work = asyncio.create_task(self._leader_work(), name="annotator-loops")
             while self.may_write() and not work.done():
                 await _changed(self.elector)
             work.cancel()
@@ -130,6 +178,8 @@ class Annotator:
             asyncio.create_task(self.node_reflector.run(), name="node-watch"),
             asyncio.create_task(self.pod_reflector.run(), name="pod-watch"),
         ]
+        if self.quota_reflector is not None:
+            tasks.append(asyncio.create_task(self.quota_reflector.run(), name="quota-watch"))
         server: _Server | None = None
         if self.settings.port:
             config = uvicorn.Config(
@@ -159,6 +209,19 @@ class Annotator:
         if server is not None:
             server.should_exit = True
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _Nudge:
+    """A store that only says something changed."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def replace(self, items: object) -> None:  # noqa: ARG002 - the Store protocol
+        self._wake()
+
+    def apply(self, event: str, item: object) -> None:  # noqa: ARG002
+        self._wake()
 
 
 async def _changed(elector: LeaderElector | None, poll: float = 0.5) -> None:
@@ -198,8 +261,8 @@ async def serve(
         timeout=settings.prometheus_timeout,
         transport=prometheus_transport,
     )
-    # Writes, the lease and two watches share the client.
-    connections = settings.write_concurrency + 4
+    # Writes, the lease, the watches and the quota controller share the client.
+    connections = settings.write_concurrency + 6
     async with endpoint.client(transport=kube_transport, max_connections=connections) as kube:
         try:
             annotator = Annotator(settings, policy, kube, prometheus)

@@ -71,3 +71,26 @@ class AnnotatorMetrics:
             "Bindings inside the hot value windows.",
             registry=r,
         )
+        self.quota_passes = Counter(
+            "loadsched_annotator_quota_passes_total",
+            "Passes of the elastic-quota controller (status.used and reclaim).",
+            registry=r,
+        )
+        self.quota_status_writes = Counter(
+            "loadsched_annotator_quota_status_writes_total",
+            "Writes of ElasticQuota status.used, by result (ok, error).",
+            ["result"],
+            registry=r,
+        )
+        self.quota_waiting_pods = Gauge(
+            "loadsched_annotator_quota_waiting_pods",
+            "Unschedulable pods the elastic-quota controller saw in its last pass.",
+            registry=r,
+        )
+        self.reclaim_evictions = Counter(
+            "loadsched_annotator_reclaim_evictions_total",
+            "Borrower pods the reclaim controller evicted or tried to, by result "
+            "(evicted, gone, blocked by a PodDisruptionBudget, failed, throttled, dry-run).",
+            ["result"],
+            registry=r,
+        )

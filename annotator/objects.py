@@ -3,13 +3,17 @@ them: node addresses (to match Prometheus series), and bindings (for the hot val
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
 
 from annotator.matching import InstanceIndex, NodeAddresses
 from annotator.windows import BindingWindows
+from shared.pods import POD_DECODER, Pod
+
+__all__ = ["POD_DECODER", "BindingStore", "Node", "NodeStore", "Pod", "scheduled_at"]
 
 
 class Address(msgspec.Struct, gc=False):
@@ -19,17 +23,31 @@ class Address(msgspec.Struct, gc=False):
 
 class NodeStatus(msgspec.Struct, gc=False):
     addresses: list[Address] | None = None
+    allocatable: dict[str, str] | None = None
 
 
 class Meta(msgspec.Struct, gc=False):
     name: str = ""
     namespace: str = ""
     uid: str = ""
+    labels: dict[str, str] | None = None
+
+
+class NodeSpec(msgspec.Struct, gc=False):
+    unschedulable: bool = False
 
 
 class Node(msgspec.Struct, gc=False):
     metadata: Meta = msgspec.field(default_factory=Meta)
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    def capacity(self) -> NodeCapacity:
+        return NodeCapacity(
+            allocatable=self.status.allocatable or {},
+            labels=self.metadata.labels or {},
+            unschedulable=self.spec.unschedulable,
+        )
 
     def addresses(self) -> NodeAddresses:
         found = self.status.addresses or ()
@@ -40,44 +58,38 @@ class Node(msgspec.Struct, gc=False):
         )
 
 
-class Condition(msgspec.Struct, gc=False):
-    type: str = ""
-    status: str = ""
-    lastTransitionTime: str | None = None
+@dataclass(frozen=True)
+class NodeCapacity:
+    """What the reclaim controller needs of a node: room, and whether a pod may go there."""
+
+    allocatable: Mapping[str, str]
+    labels: Mapping[str, str]
+    unschedulable: bool
+
+    def admits(self, node_selector: Mapping[str, str] | None) -> bool:
+        return not self.unschedulable and all(
+            self.labels.get(k) == v for k, v in (node_selector or {}).items()
+        )
 
 
-class PodStatus(msgspec.Struct, gc=False):
-    conditions: list[Condition] | None = None
-
-
-class PodSpec(msgspec.Struct, gc=False):
-    nodeName: str = ""
-
-
-class Pod(msgspec.Struct, gc=False):
-    metadata: Meta = msgspec.field(default_factory=Meta)
-    spec: PodSpec = msgspec.field(default_factory=PodSpec)
-    status: PodStatus = msgspec.field(default_factory=PodStatus)
-
-    def scheduled_at(self) -> datetime | None:
-        """When the scheduler bound the pod (its PodScheduled condition), if recorded."""
-        for condition in self.status.conditions or ():
-            if (
-                condition.type == "PodScheduled"
-                and condition.status == "True"
-                and condition.lastTransitionTime
-            ):
-                try:
-                    return datetime.strptime(
-                        condition.lastTransitionTime, "%Y-%m-%dT%H:%M:%SZ"
-                    ).replace(tzinfo=UTC)
-                except ValueError:
-                    return None
-        return None
+def scheduled_at(pod: Pod) -> datetime | None:
+    """When the scheduler bound the pod (its PodScheduled condition), if recorded."""
+    for condition in pod.status.conditions or ():
+        if (
+            condition.type == "PodScheduled"
+            and condition.status == "True"
+            and condition.lastTransitionTime
+        ):
+            try:
+                return datetime.strptime(
+                    condition.lastTransitionTime, "%Y-%m-%dT%H:%M:%SZ"
+                ).replace(tzinfo=UTC)
+            except ValueError:
+                return None
+    return None
 
 
 NODE_DECODER = msgspec.json.Decoder(Node)
-POD_DECODER = msgspec.json.Decoder(Pod)
 
 
 class NodeStore:
@@ -87,6 +99,7 @@ class NodeStore:
     def __init__(self, on_new: Callable[[set[str]], None] | None = None) -> None:
         self._listed = False
         self._nodes: dict[str, NodeAddresses] = {}
+        self.capacity: dict[str, NodeCapacity] = {}
         self._index: InstanceIndex | None = None
         self._on_new = on_new
 
@@ -100,6 +113,7 @@ class NodeStore:
 
     def replace(self, items: Sequence[Node]) -> None:
         fresh = {node.metadata.name: node.addresses() for node in items}
+        self.capacity = {node.metadata.name: node.capacity() for node in items}
         new = set(fresh) - set(self._nodes)
         self._nodes = fresh
         self._index = None
@@ -111,8 +125,10 @@ class NodeStore:
         name = item.metadata.name
         if event == "DELETED":
             self._nodes.pop(name, None)
+            self.capacity.pop(name, None)
             self._index = None
             return
+        self.capacity[name] = item.capacity()
         addresses = item.addresses()
         is_new = name not in self._nodes
         if self._nodes.get(name) != addresses:
@@ -143,7 +159,7 @@ class BindingStore:
             for pod in pods
             if pod.spec.nodeName
             and self.windows.record(
-                pod.spec.nodeName, pod.metadata.uid, pod.scheduled_at() or now, now
+                pod.spec.nodeName, pod.metadata.uid, scheduled_at(pod) or now, now
             )
         }
         if changed:

@@ -66,6 +66,15 @@ class AnnotatorSettings(BaseSettings):
     """This replica's name in the Lease."""
     write_concurrency: int = Field(default=8, ge=1, le=256)
     """Node patches in flight at once."""
+    elastic_quota: bool = False
+    """Run the elastic-quota controller (leader only): status.used of every ElasticQuota, and
+    reclaim of lent capacity by eviction. Needs the CRD installed."""
+    evictions_per_minute: float = Field(default=30.0, gt=0)
+    """Most borrower pods the reclaim controller evicts per minute."""
+    eviction_grace_seconds: int | None = Field(default=None, ge=0)
+    """Grace period of reclaim evictions; the pod's own when unset."""
+    quota_period: float = Field(default=5.0, gt=0)
+    """Seconds between elastic-quota passes when no watch event wakes the controller."""
     host: str = "127.0.0.1"
     """Address of /healthz, /readyz and /metrics."""
     port: int = Field(default=8889, ge=0, le=65535)

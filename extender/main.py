@@ -53,7 +53,7 @@ def _quota_gate(
     metrics.quota_pods.set_function(lambda: len(ledger.pods))
     metrics.quotas.labels("active").set_function(lambda: len(ledger.quotas))
     metrics.quotas.labels("invalid").set_function(lambda: len(ledger.invalid))
-    return QuotaGate(ledger, allocatable=node_cache.allocatable.get, metrics=metrics)
+    return QuotaGate(ledger, allocatable=node_cache.allocatable_of, metrics=metrics)
 
 
 def _quota_reflectors(client: httpx.AsyncClient, ledger: QuotaLedger) -> list[Reflector[Any]]:

@@ -115,6 +115,9 @@ class NodeLoadCache:
     def __len__(self) -> int:
         return len(self._nodes)
 
+    def allocatable_of(self, name: str) -> Mapping[str, str] | None:
+        return self.allocatable.get(name)
+
     def get(self, name: str) -> CachedLoad | None:
         return self._nodes.get(name)
 

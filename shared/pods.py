@@ -58,6 +58,7 @@ class PodCondition(msgspec.Struct, gc=False):
     status: str = ""
     reason: str | None = None
     message: str | None = None
+    lastTransitionTime: str | None = None
 
 
 class PodStatus(msgspec.Struct, gc=False):

@@ -84,6 +84,17 @@ def subtract(have: Mapping[str, Fraction], take: Mapping[str, Fraction]) -> Reso
     return out
 
 
+def to_quantity(value: Fraction) -> str:
+    """The canonical Kubernetes spelling: whole numbers plain, else milli (``500m``), micro or
+    nano units, rounded up to a whole nano."""
+    for suffix, scale in (("", 1), ("m", 10**3), ("u", 10**6)):
+        scaled = value * scale
+        if scaled.denominator == 1:
+            return f"{scaled.numerator}{suffix}"
+    nano = value * 10**9
+    return f"{-(-nano.numerator // nano.denominator)}n"
+
+
 def format_quantity(name: str, value: Fraction) -> str:
     """Readable: CPU in cores or millicores, memory-like resources in Gi/Mi, others plain."""
     if name == "cpu":

@@ -36,6 +36,21 @@ class Store(Protocol[T_contra]):
         """Apply one ``ADDED``, ``MODIFIED`` or ``DELETED`` event."""
 
 
+class FanOut(Generic[T]):
+    """One watch feeding several stores."""
+
+    def __init__(self, *stores: Store[T]) -> None:
+        self._stores = stores
+
+    def replace(self, items: Sequence[T]) -> None:
+        for store in self._stores:
+            store.replace(items)
+
+    def apply(self, event: str, item: T) -> None:
+        for store in self._stores:
+            store.apply(event, item)
+
+
 class _ListMeta(msgspec.Struct):
     resourceVersion: str = ""
     # `continue` is a Python keyword.

@@ -1,0 +1,67 @@
+"""Evict a pod through the Eviction API (``policy/v1``), so PodDisruptionBudgets decide.
+
+The result says what happened; nothing is retried here: the reclaim controller's next pass is
+the retry, so a PodDisruptionBudget that blocks now is simply asked again later.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+
+import httpx
+
+from shared.errors import APIError, APINotFoundError, APITransientError, APIUnreachableError
+from shared.kube.status import raise_for_status, unreachable
+
+logger = logging.getLogger(__name__)
+
+
+class Eviction(enum.Enum):
+    EVICTED = "evicted"
+    GONE = "gone"
+    """The pod no longer exists (or is another pod with the same name)."""
+    BLOCKED = "blocked"
+    """429: a PodDisruptionBudget does not allow it now."""
+    FAILED = "failed"
+
+
+async def evict(
+    client: httpx.AsyncClient,
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    grace_seconds: int | None,
+) -> tuple[Eviction, str]:
+    """Ask the API server to evict the pod; the pod's UID is a precondition."""
+    delete_options: dict[str, object] = {"preconditions": {"uid": uid}}
+    if grace_seconds is not None:
+        delete_options["gracePeriodSeconds"] = grace_seconds
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+        "deleteOptions": delete_options,
+    }
+    try:
+        try:
+            response = await client.post(
+                f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", json=body
+            )
+        except httpx.HTTPError as e:
+            raise unreachable(e, f"pod/{namespace}/{name}: evict") from e
+        raise_for_status(response)
+    except APINotFoundError:
+        return Eviction.GONE, "pod is gone"
+    except APITransientError as e:
+        if e.status == 429:
+            return Eviction.BLOCKED, e.message
+        return Eviction.FAILED, str(e)
+    except APIError as e:
+        if e.status == 409:  # the UID precondition failed: a new pod of the same name
+            return Eviction.GONE, e.message
+        return Eviction.FAILED, str(e)
+    except APIUnreachableError as e:
+        return Eviction.FAILED, str(e)
+    return Eviction.EVICTED, ""

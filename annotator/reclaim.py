@@ -1,0 +1,310 @@
+"""The elastic-quota controller (leader only): keeps ``status.used`` of every ElasticQuota
+current, reports malformed ones, and reclaims lent capacity.
+
+kube-scheduler's own preemption never proposes pods of equal or higher priority, so a
+borrower running at high priority cannot be reclaimed through the extender's ``preempt``. This
+controller closes that gap: for an unschedulable pod whose namespace stays within its ``min``,
+it picks a minimal set of borrower pods on one node (:func:`shared.reclaim.plan_reclaim`:
+namespaces furthest over ``min`` first, then lowest priority, then newest, online services
+with ``preemptionPolicy: Never`` last, never pushing a namespace below its ``min``) and evicts
+them through the Eviction API, so PodDisruptionBudgets are respected.
+
+One plan is carried out per pass; while its victims are still terminating the waiting pod is
+not planned again. Evictions are rate-limited (a token bucket), every step is recorded as an
+Event on the waiting pod and on each victim, and ``dry_run`` records what would happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from annotator.evicting import Eviction, evict
+from annotator.metrics import AnnotatorMetrics
+from annotator.objects import NodeStore
+from annotator.recording import EventRecorder, ObjectRef
+from shared.errors import LoadschedError
+from shared.kube.status import raise_for_status, unreachable
+from shared.pods import Pod
+from shared.quantity import ResourceList, format_quantity, parse_resources, to_quantity
+from shared.quota import reclaiming
+from shared.quota_ledger import ELASTIC_QUOTAS_PATH, QuotaLedger
+from shared.reclaim import ReclaimPlan, plan_reclaim
+
+logger = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+QUOTA_API = "scheduling.x-k8s.io/v1alpha1"
+
+
+class WaitingPods:
+    """Store of pods the scheduler found no node for (``PodScheduled=False/Unschedulable``);
+    fed by the pod watch alongside the quota ledger."""
+
+    def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
+        self.pods: dict[str, Pod] = {}
+        self._on_change = on_change
+
+    def _keep(self, pod: Pod) -> bool:
+        return pod.is_unschedulable and not pod.is_terminal and not pod.metadata.deletionTimestamp
+
+    def replace(self, items: Sequence[Pod]) -> None:
+        self.pods = {p.metadata.uid: p for p in items if self._keep(p)}
+        self._on_change()
+
+    def apply(self, event: str, item: Pod) -> None:
+        """Any pod change may change what quotas use: every event wakes the controller."""
+        uid = item.metadata.uid
+        if event != "DELETED" and self._keep(item):
+            self.pods[uid] = item
+        else:
+            self.pods.pop(uid, None)
+        self._on_change()
+
+
+@dataclass
+class TokenBucket:
+    """``per_minute`` tokens a minute, at most ``per_minute`` saved up."""
+
+    per_minute: float
+    monotonic: Callable[[], float] = time.monotonic
+    _tokens: float = field(default=-1.0)
+    _at: float = 0.0
+
+    def take(self, n: int) -> bool:
+        now = self.monotonic()
+        if self._tokens < 0:
+            self._tokens, self._at = self.per_minute, now
+        self._tokens = min(self.per_minute, self._tokens + (now - self._at) * self.per_minute / 60)
+        self._at = now
+        if self._tokens < n:
+            return False
+        self._tokens -= n
+        return True
+
+
+def describe(resources: ResourceList) -> str:
+    return ", ".join(f"{format_quantity(k, v)} {k}" for k, v in sorted(resources.items())) or "-"
+
+
+class QuotaController:
+    def __init__(
+        self,
+        *,
+        kube: httpx.AsyncClient,
+        ledger: QuotaLedger,
+        nodes: NodeStore,
+        waiting: WaitingPods,
+        recorder: EventRecorder,
+        metrics: AnnotatorMetrics,
+        dry_run: bool = False,
+        evictions_per_minute: float = 30.0,
+        grace_seconds: int | None = None,
+        in_flight_seconds: float = 120.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube = kube
+        self.ledger = ledger
+        self._nodes = nodes
+        self.waiting = waiting
+        self._recorder = recorder
+        self._metrics = metrics
+        self._dry_run = dry_run
+        self._bucket = TokenBucket(evictions_per_minute, monotonic)
+        self._grace = grace_seconds
+        self._in_flight_seconds = in_flight_seconds
+        self._monotonic = monotonic
+        self.in_flight: dict[str, tuple[frozenset[str], float]] = {}
+        """Waiting pod UID → (its victims' UIDs, until when to wait for them)."""
+        self.wake = asyncio.Event()
+
+    async def run(self, period: float = 5.0) -> None:
+        """Reconcile on every change the watches report (debounced), and every ``period``."""
+        while True:
+            try:
+                await self.reconcile()
+            except (LoadschedError, httpx.HTTPError) as e:  # pragma: no cover - logged, retried
+                logger.warning("elastic quota pass failed: %s; will retry", e)
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=period)
+            await asyncio.sleep(0.2)  # let a burst of watch events settle
+
+    async def reconcile(self) -> None:
+        self._metrics.quota_passes.inc()
+        await self.write_status()
+        await self.report_invalid()
+        await self.reclaim()
+
+    # -- status.used ------------------------------------------------------------------------
+
+    async def write_status(self) -> None:
+        ledger = self.ledger
+        for (namespace, name), obj in list(ledger.objects.items()):
+            if namespace not in ledger.quotas or (namespace, name) in ledger.invalid:
+                continue
+            used = ledger.namespace_used(namespace)
+            current = obj.status.used if obj.status and obj.status.used else {}
+            try:
+                unchanged = parse_resources(current, where="status.used") == used
+            except ValueError:
+                unchanged = False
+            if unchanged:
+                continue
+            patch: dict[str, Any] = {k: to_quantity(v) for k, v in sorted(used.items())}
+            patch.update({k: None for k in current if k not in used})
+            if self._dry_run:
+                logger.info("elasticquota/%s/%s: would set status.used %s", namespace, name, patch)
+                continue
+            await self._patch_status(namespace, name, patch)
+
+    async def _patch_status(self, namespace: str, name: str, used: dict[str, Any]) -> None:
+        path = ELASTIC_QUOTAS_PATH.replace(
+            "/elasticquotas", f"/namespaces/{namespace}/elasticquotas/{name}/status"
+        )
+        try:
+            try:
+                response = await self._kube.patch(
+                    path,
+                    json={"status": {"used": used}},
+                    headers={"Content-Type": MERGE_PATCH},
+                )
+            except httpx.HTTPError as e:
+                raise unreachable(e, f"elasticquota/{namespace}/{name}: patch status") from e
+            raise_for_status(response)
+        except LoadschedError as e:
+            self._metrics.quota_status_writes.labels("error").inc()
+            logger.warning("elasticquota/%s/%s: status.used not written: %s", namespace, name, e)
+            return
+        self._metrics.quota_status_writes.labels("ok").inc()
+        logger.debug("elasticquota/%s/%s: status.used = %s", namespace, name, used)
+
+    async def report_invalid(self) -> None:
+        for (namespace, name), why in list(self.ledger.invalid.items()):
+            obj = self.ledger.objects.get((namespace, name))
+            ref = ObjectRef(
+                "ElasticQuota", namespace, name, obj.metadata.uid if obj else "", QUOTA_API
+            )
+            await self._recorder.record(
+                ref, "InvalidElasticQuota", f"ignored: {why}", kind="Warning"
+            )
+
+    # -- reclaim ----------------------------------------------------------------------------
+
+    def _settle_in_flight(self) -> None:
+        now = self._monotonic()
+        for uid, (victims, deadline) in list(self.in_flight.items()):
+            still_there = any(v in self.ledger.pods for v in victims)
+            if uid not in self.waiting.pods or not still_there or now >= deadline:
+                del self.in_flight[uid]
+
+    async def reclaim(self) -> None:
+        self._settle_in_flight()
+        ledger = self.ledger
+        queue = sorted(
+            self.waiting.pods.values(),
+            key=lambda p: (-p.priority, p.metadata.creationTimestamp or ""),
+        )
+        self._metrics.quota_waiting_pods.set(len(queue))
+        for pod in queue:
+            namespace, uid = pod.metadata.namespace, pod.metadata.uid
+            if namespace not in ledger.quotas or uid in self.in_flight:
+                continue
+            try:
+                request = pod.request()
+            except ValueError as e:
+                logger.warning("pod/%s: %s", pod.key, e)
+                continue
+            if not reclaiming(namespace, request, ledger.quotas, ledger.used):
+                continue
+            nodes = {
+                name: capacity.allocatable
+                for name, capacity in self._nodes.capacity.items()
+                if capacity.admits(pod.spec.nodeSelector)
+            }
+            plan = plan_reclaim(
+                namespace,
+                request,
+                nodes=nodes,
+                pods_by_node=ledger.by_node,
+                quotas=ledger.quotas,
+                used=ledger.used,
+            )
+            if plan is None:
+                await self._recorder.record(
+                    _pod_ref(pod),
+                    "ReclaimImpossible",
+                    f"namespace {namespace} is within its elastic quota min, but no node can "
+                    f"be freed for {describe(request)} without pushing another namespace below "
+                    "its min",
+                    kind="Warning",
+                )
+                continue
+            if not plan.victims:
+                continue  # it fits already: the scheduler places it on its next attempt
+            if not self._dry_run and not self._bucket.take(len(plan.victims)):
+                self._metrics.reclaim_evictions.labels("throttled").inc(len(plan.victims))
+                logger.info("pod/%s: reclaim deferred by the eviction rate limit", pod.key)
+                return
+            await self._carry_out(pod, request, plan)
+            return  # one plan per pass: the next one sees its effect
+
+    async def _carry_out(self, pod: Pod, request: ResourceList, plan: ReclaimPlan) -> None:
+        prefix = "dry run: would evict" if self._dry_run else "evicting"
+        names = ", ".join(v.key for v in plan.victims)
+        await self._recorder.record(
+            _pod_ref(pod),
+            "Reclaiming",
+            f"{prefix} {names} on node {plan.node} to give namespace {pod.metadata.namespace} "
+            f"back capacity within its elastic quota min ({describe(request)} requested)",
+        )
+        evicted: set[str] = set()
+        for victim in plan.victims:
+            ref = ObjectRef("Pod", victim.namespace, victim.name, victim.uid)
+            message = (
+                f"namespace {victim.namespace} is over its elastic quota min; capacity "
+                f"reclaimed for pod {pod.key}"
+            )
+            if self._dry_run:
+                logger.info("pod/%s: dry run: would evict %s", pod.key, victim.key)
+                await self._recorder.record(ref, "Reclaimed", f"dry run: {message}")
+                evicted.add(victim.uid)
+                self._metrics.reclaim_evictions.labels("dry-run").inc()
+                continue
+            result, detail = await evict(
+                self._kube,
+                namespace=victim.namespace,
+                name=victim.name,
+                uid=victim.uid,
+                grace_seconds=self._grace,
+            )
+            self._metrics.reclaim_evictions.labels(result.value).inc()
+            if result is Eviction.EVICTED:
+                logger.info("pod/%s: evicted %s on node/%s", pod.key, victim.key, plan.node)
+                await self._recorder.record(ref, "Reclaimed", message, kind="Warning")
+                evicted.add(victim.uid)
+            elif result is Eviction.GONE:
+                evicted.add(victim.uid)
+            else:
+                logger.warning("pod/%s: eviction of %s %s: %s", pod.key, victim.key, result, detail)
+                await self._recorder.record(
+                    _pod_ref(pod),
+                    "ReclaimBlocked",
+                    f"eviction of {victim.key} {result.value}: {detail}",
+                    kind="Warning",
+                )
+        if evicted:
+            deadline = self._monotonic() + self._in_flight_seconds
+            self.in_flight[pod.metadata.uid] = (frozenset(evicted), deadline)
+
+
+def _pod_ref(pod: Pod) -> ObjectRef:
+    meta = pod.metadata
+    return ObjectRef("Pod", meta.namespace, meta.name, meta.uid)

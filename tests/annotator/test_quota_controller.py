@@ -1,0 +1,260 @@
+"""The elastic-quota controller against a recording fake API (evictions, events, status)."""
+
+import json
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from annotator.metrics import AnnotatorMetrics
+from annotator.objects import NODE_DECODER, NodeStore
+from annotator.reclaim import QuotaController, TokenBucket, WaitingPods
+from annotator.recording import EventRecorder
+from shared.pods import POD_DECODER
+from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
+from tests.quota_objects import elastic_quota, quota_pod
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeAPI:
+    def __init__(self, eviction_status: int = 201) -> None:
+        self.requests: list[tuple[str, str, Any]] = []
+        self.eviction_status = eviction_status
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        self.requests.append((request.method, request.url.path, body))
+        if request.url.path.endswith("/eviction"):
+            if self.eviction_status == 429:
+                return httpx.Response(
+                    429,
+                    json={"code": 429, "reason": "TooManyRequests", "message": "violates PDB"},
+                )
+            return httpx.Response(self.eviction_status, json={})
+        return httpx.Response(200, json={})
+
+    def paths(self, suffix: str) -> list[str]:
+        return [path for _, path, _ in self.requests if path.endswith(suffix)]
+
+    def events(self) -> list[tuple[str, str, str]]:
+        return [
+            (b["involvedObject"]["name"], b["reason"], b["message"])
+            for m, path, b in self.requests
+            if path.endswith("/events")
+        ]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def node(name: str, cpu: str = "7", labels: dict[str, str] | None = None) -> Any:
+    return NODE_DECODER.decode(
+        msgspec.json.encode(
+            {
+                "metadata": {"name": name, "labels": labels or {}},
+                "status": {"allocatable": {"cpu": cpu, "pods": "110"}},
+            }
+        )
+    )
+
+
+def pod(*args: Any, **kwargs: Any) -> Any:
+    return POD_DECODER.decode(msgspec.json.encode(quota_pod(*args, **kwargs)))
+
+
+def story(
+    api: FakeAPI,
+    *,
+    dry_run: bool = False,
+    per_minute: float = 30,
+    clock: Clock | None = None,
+    extra_pods: list[Any] = (),  # type: ignore[assignment]
+) -> QuotaController:
+    ledger = QuotaLedger()
+    quotas = [
+        elastic_quota("a", min={"cpu": 6}, max={"cpu": 10}),
+        elastic_quota("b", min={"cpu": 12}, max={"cpu": 14}),
+    ]
+    ledger.quota_store.replace([QUOTA_DECODER.decode(msgspec.json.encode(q)) for q in quotas])
+    pods = [
+        pod("job-0", "a", 2, node="n1"),
+        pod("nb-0", "a", 2, node="n1", priority=1000000, never=True),
+        pod("job-1-b", "b", 3, node="n1"),
+        pod("job-1", "a", 2, node="n2", created="2026-11-22T10:01:00Z"),
+        pod("nb-1", "a", 2, node="n2", priority=1000000, never=True),
+        *extra_pods,
+    ]
+    ledger.pod_store.replace(pods)
+    nodes = NodeStore()
+    nodes.replace([node("n1"), node("n2")])
+    waiting = WaitingPods()
+    waiting.replace(pods)
+    client = httpx.AsyncClient(
+        transport=httpx.MockTransport(api.handler), base_url="https://api.test"
+    )
+    return QuotaController(
+        kube=client,
+        ledger=ledger,
+        nodes=nodes,
+        waiting=waiting,
+        recorder=EventRecorder(client, instance="test", monotonic=clock or Clock()),
+        metrics=AnnotatorMetrics(),
+        dry_run=dry_run,
+        evictions_per_minute=per_minute,
+        grace_seconds=0,
+        monotonic=clock or Clock(),
+    )
+
+
+async def test_status_used_is_written_once_and_kept_current() -> None:
+    api = FakeAPI()
+    controller = story(api)
+    await controller.write_status()
+    patches = {path: body for m, path, body in api.requests if m == "PATCH"}
+    base = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces"
+    assert patches == {
+        f"{base}/a/elasticquotas/quota/status": {"status": {"used": {"cpu": "8"}}},
+        f"{base}/b/elasticquotas/quota/status": {"status": {"used": {"cpu": "3"}}},
+    }
+    # the watch brings the written status back: nothing more to write
+    written = elastic_quota("a", min={"cpu": 6}, max={"cpu": 10}) | {
+        "status": {"used": {"cpu": "8"}}
+    }
+    controller.ledger.quota_store.apply(
+        "MODIFIED", QUOTA_DECODER.decode(msgspec.json.encode(written))
+    )
+    api.requests.clear()
+    await controller.write_status()
+    assert [p for _, p, _ in api.requests] == [f"{base}/b/elasticquotas/quota/status"]
+    # a resource no longer used is removed from status.used
+    controller.ledger.pod_store.apply("DELETED", pod("job-1-b", "b", 3, node="n1"))
+    stale = elastic_quota("b", min={"cpu": 12}) | {
+        "status": {"used": {"cpu": "3", "memory": "1Gi"}}
+    }
+    controller.ledger.quota_store.apply(
+        "MODIFIED", QUOTA_DECODER.decode(msgspec.json.encode(stale))
+    )
+    api.requests.clear()
+    await controller.write_status()
+    assert api.requests[0][2] == {"status": {"used": {"cpu": None, "memory": None}}}
+
+
+async def test_reclaim_evicts_one_borrower_job_pod_and_records_events() -> None:
+    api = FakeAPI()
+    controller = story(api, extra_pods=[pod("job-2", "b", 5, unschedulable=True)])
+    await controller.reclaim()
+    evictions = [(path, body) for m, path, body in api.requests if path.endswith("/eviction")]
+    assert evictions == [
+        (
+            "/api/v1/namespaces/a/pods/job-1/eviction",
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": "job-1", "namespace": "a"},
+                "deleteOptions": {"preconditions": {"uid": "uid-a-job-1"}, "gracePeriodSeconds": 0},
+            },
+        )
+    ]
+    events = api.events()
+    assert ("job-2", "Reclaiming") == events[0][:2] and "a/job-1 on node n2" in events[0][2]
+    assert ("job-1", "Reclaimed") == events[1][:2]
+    # while the victim is still there, the waiting pod is not planned again
+    api.requests.clear()
+    await controller.reclaim()
+    assert api.paths("/eviction") == []
+    # once it is gone the pod fits on n2: nothing more is evicted while the scheduler retries
+    controller.ledger.pod_store.apply("DELETED", pod("job-1", "a", 2, node="n2"))
+    await controller.reclaim()
+    assert api.paths("/eviction") == [] and api.events() == []
+    assert controller.in_flight == {}
+    # if the room is taken meanwhile, a (now at its min) has nothing more to give
+    controller.ledger.pod_store.apply("ADDED", pod("squatter", "other", 3, node="n2"))
+    await controller.reclaim()
+    assert api.paths("/eviction") == [] and api.events()[-1][1] == "ReclaimImpossible"
+
+
+async def test_no_eviction_without_a_waiting_pod_of_a_lender() -> None:
+    api = FakeAPI()
+    # a's own waiting pod is borrowing, not reclaiming; other's has no quota
+    controller = story(
+        api,
+        extra_pods=[
+            pod("more", "a", 2, unschedulable=True),
+            pod("free", "other", 5, unschedulable=True),
+        ],
+    )
+    await controller.reclaim()
+    assert api.paths("/eviction") == [] and api.events() == []
+
+
+async def test_dry_run_records_but_does_not_evict() -> None:
+    api = FakeAPI()
+    controller = story(api, dry_run=True, extra_pods=[pod("job-2", "b", 5, unschedulable=True)])
+    await controller.reconcile()
+    assert api.paths("/eviction") == [] and [m for m, _, _ in api.requests if m == "PATCH"] == []
+    assert [e[1] for e in api.events()] == ["Reclaiming", "Reclaimed"]
+    assert api.events()[0][2].startswith("dry run: would evict a/job-1")
+
+
+async def test_blocked_eviction_is_reported_and_retried() -> None:
+    api = FakeAPI(eviction_status=429)
+    controller = story(api, extra_pods=[pod("job-2", "b", 5, unschedulable=True)])
+    await controller.reclaim()
+    assert api.events()[-1][1] == "ReclaimBlocked" and "violates PDB" in api.events()[-1][2]
+    api.eviction_status = 201
+    await controller.reclaim()
+    assert len(api.paths("/eviction")) == 2
+
+
+async def test_rate_limit_defers_evictions() -> None:
+    clock = Clock()
+    api = FakeAPI()
+    controller = story(
+        api, per_minute=1, clock=clock, extra_pods=[pod("job-2", "b", 5, unschedulable=True)]
+    )
+    assert controller._bucket.take(1)  # spend the only token
+    await controller.reclaim()
+    assert api.paths("/eviction") == []
+    clock.now += 60
+    await controller.reclaim()
+    assert api.paths("/eviction") == ["/api/v1/namespaces/a/pods/job-1/eviction"]
+
+
+async def test_node_selector_limits_where_room_is_made() -> None:
+    api = FakeAPI()
+    waiting = pod("job-2", "b", 5, unschedulable=True)
+    waiting.spec.nodeSelector = {"pool": "gpu"}
+    controller = story(api, extra_pods=[waiting])
+    await controller.reclaim()
+    assert api.paths("/eviction") == [] and api.events()[-1][1] == "ReclaimImpossible"
+
+
+async def test_invalid_quota_is_reported_on_the_object() -> None:
+    api = FakeAPI()
+    controller = story(api)
+    bad = elastic_quota("c", min={"cpu": "lots"})
+    controller.ledger.quota_store.apply("ADDED", QUOTA_DECODER.decode(msgspec.json.encode(bad)))
+    await controller.report_invalid()
+    await controller.report_invalid()  # the same warning is not repeated
+    assert api.events() == [
+        (
+            "quota",
+            "InvalidElasticQuota",
+            "ignored: spec.min.cpu: invalid quantity 'lots': expected a number with an optional suffix, such as 500m or 2Gi",
+        )
+    ]
+
+
+def test_token_bucket() -> None:
+    clock = Clock()
+    bucket = TokenBucket(2, clock)
+    assert bucket.take(2) and not bucket.take(1)
+    clock.now += 30
+    assert bucket.take(1) and not bucket.take(1)

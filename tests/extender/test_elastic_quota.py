@@ -1,0 +1,203 @@
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from extender.main import create_app
+from extender.settings import ExtenderSettings
+from shared.errors import ConfigError
+from tests.extender.conftest import ClientFactory
+from tests.fakekube import FakeCluster, FakeCollection
+from tests.payloads import encode, full_args, names_args, node
+from tests.quota_objects import elastic_quota, quota_pod
+
+pytestmark = pytest.mark.anyio
+
+# 7 CPU for the story's pods, plus room for a small lower-priority pod without a quota
+SEVEN_CPU = {"cpu": "7500m", "memory": "32Gi", "pods": "110"}
+
+
+def story_node(name: str, index: int) -> dict[str, Any]:
+    body = node(name, index=index, images=0)
+    body["status"]["allocatable"] = SEVEN_CPU
+    return body
+
+
+def story_pods() -> list[dict[str, Any]]:
+    """A borrows 2 CPU: job and notebook pods one of each per node; B's job-1 on n1."""
+    return [
+        quota_pod("job-0", "a", 2, node="n1"),
+        quota_pod("nb-0", "a", 2, node="n1", priority=1000000, never=True),
+        quota_pod("job-1-b", "b", 3, node="n1"),
+        quota_pod("job-1", "a", 2, node="n2", created="2026-11-22T10:01:00Z"),
+        quota_pod("nb-1", "a", 2, node="n2", priority=1000000, never=True),
+        quota_pod("low", "other", "500m", node="n1", priority=-10),
+        quota_pod("low", "other2", "500m", node="n2", priority=-10),
+    ]
+
+
+def story_cluster(pods: list[dict[str, Any]] | None = None) -> FakeCluster:
+    return FakeCluster(
+        {
+            "/api/v1/nodes": FakeCollection([(5, [story_node("n1", 1), story_node("n2", 2)])]),
+            "/api/v1/pods": FakeCollection([(5, pods if pods is not None else story_pods())]),
+            "/apis/scheduling.x-k8s.io/v1alpha1/elasticquotas": FakeCollection(
+                [
+                    (
+                        5,
+                        [
+                            elastic_quota("a", min={"cpu": 6}, max={"cpu": 10}),
+                            elastic_quota("b", min={"cpu": 12}, max={"cpu": 14}),
+                        ],
+                    )
+                ]
+            ),
+        }
+    )
+
+
+async def ready_client(make_client: ClientFactory, **settings: object) -> httpx.AsyncClient:
+    client = await make_client(
+        fake=settings.pop("cluster", None) or story_cluster(), elastic_quota=True, **settings
+    )
+    for _ in range(200):
+        if (await client.get("/readyz")).status_code == 200:
+            return client
+        await anyio.sleep(0.01)
+    raise AssertionError((await client.get("/readyz")).text)
+
+
+async def test_readiness_waits_for_pods_and_quotas(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    assert "node cache holds 2 nodes" in (await client.get("/readyz")).text
+    metrics = (await client.get("/metrics")).text
+    assert 'loadsched_extender_elastic_quotas{state="active"} 2.0' in metrics
+    assert "loadsched_extender_quota_cached_pods 7.0" in metrics
+
+
+async def test_over_max_is_unresolvable_on_every_node(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    pod = quota_pod("big", "a", 3)  # a: 8 + 3 = 11 > max 10
+    answer = (await client.post("/filter", content=encode(names_args(["n1", "n2"], pod)))).json()
+    message = "elastic quota of namespace a: cpu used + request 11 > max 10"
+    assert answer["NodeNames"] == []
+    assert answer["FailedAndUnresolvableNodes"] == {"n1": message, "n2": message}
+    assert answer["FailedNodes"] == {}
+    full = full_args([story_node("n1", 1)], pod)
+    answer = (await client.post("/filter", content=encode(full))).json()
+    assert answer["Nodes"] == {"items": []} and answer["FailedAndUnresolvableNodes"] == {
+        "n1": message
+    }
+    metrics = (await client.get("/metrics")).text
+    assert 'loadsched_extender_quota_rejections_total{outcome="unresolvable"} 2.0' in metrics
+
+
+async def test_preemptible_rejection_goes_to_failed_nodes(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    # a's job pods (priority 0) hold 4 CPU: a priority-10 pod of 3 CPU could preempt them
+    pod = quota_pod("vip", "a", 3, priority=10)
+    answer = (await client.post("/filter", content=encode(names_args(["n1", "n2"], pod)))).json()
+    assert set(answer["FailedNodes"]) == {"n1", "n2"} and answer["FailedAndUnresolvableNodes"] == {}
+
+
+async def test_namespace_without_quota_is_unaffected(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    pod = quota_pod("huge", "other", 1000)
+    answer = (await client.post("/filter", content=encode(names_args(["n1", "n2"], pod)))).json()
+    assert answer["NodeNames"] == ["n1", "n2"]
+
+
+async def test_admitted_pods_are_assumed_until_bound(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    first = await client.post(
+        "/filter", content=encode(names_args(["n1"], quota_pod("p1", "a", 2)))
+    )
+    assert first.json()["NodeNames"] == ["n1"]  # a: 8 + 2 = 10
+    second = await client.post(
+        "/filter", content=encode(names_args(["n1"], quota_pod("p2", "a", 2)))
+    )
+    assert second.json()["NodeNames"] == []  # p1 counts although not bound yet
+    # the same pod asking again is not counted twice
+    again = await client.post(
+        "/filter", content=encode(names_args(["n1"], quota_pod("p1", "a", 2)))
+    )
+    assert again.json()["NodeNames"] == ["n1"]
+
+
+def preempt_body(pod: dict[str, Any], victims: dict[str, list[str]]) -> bytes:
+    return encode(
+        {
+            "Pod": pod,
+            "NodeNameToMetaVictims": {
+                n: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": 0}
+                for n, uids in victims.items()
+            },
+        }
+    )
+
+
+async def test_reclaiming_preemption_takes_a_borrowers_pod(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    # kube-scheduler proposes only the lower-priority pods of namespaces without quotas
+    body = preempt_body(
+        quota_pod("job-2", "b", 5), {"n1": ["uid-other-low"], "n2": ["uid-other2-low"]}
+    )
+    answer = (await client.post("/preempt", content=body)).json()
+    # n1: freeing 5 would push a below its min; n2: a's newest job pod is enough
+    assert answer == {
+        "NodeNameToMetaVictims": {"n2": {"Pods": [{"UID": "uid-a-job-1"}], "NumPDBViolations": 0}}
+    }
+
+
+async def test_borrowing_preemption_stays_in_its_namespace(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    # a is over its min: it may only preempt its own lower-priority pods, and only enough of
+    # them that its quota admits the preemptor (a: 8 - 2 + 4 = 10 <= max). On n1 the only
+    # one (2 CPU) does not free enough room: n1 is dropped.
+    pod = quota_pod("vip", "a", 4, priority=10)
+    body = preempt_body(pod, {"n1": ["uid-other-low"], "n2": ["uid-other2-low"]})
+    answer = (await client.post("/preempt", content=body)).json()["NodeNameToMetaVictims"]
+    assert answer == {"n2": {"Pods": [{"UID": "uid-a-job-1"}], "NumPDBViolations": 0}}
+
+
+async def test_preemption_without_quota_keeps_the_schedulers_victims(
+    make_client: ClientFactory,
+) -> None:
+    client = await ready_client(make_client)
+    body = preempt_body(quota_pod("x", "other", 1, priority=5), {"n1": ["uid-other-low"]})
+    answer = (await client.post("/preempt", content=body)).json()
+    assert answer["NodeNameToMetaVictims"]["n1"]["Pods"] == [{"UID": "uid-other-low"}]
+
+
+async def test_full_victims_are_accepted_too(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    body = encode(
+        {
+            "Pod": quota_pod("job-2", "b", 5),
+            "NodeNameToVictims": {
+                "n2": {
+                    "Pods": [quota_pod("low", "other2", "500m", node="n2")],
+                    "NumPDBViolations": 1,
+                }
+            },
+        }
+    )
+    answer = (await client.post("/preempt", content=body)).json()["NodeNameToMetaVictims"]
+    assert answer == {"n2": {"Pods": [{"UID": "uid-a-job-1"}], "NumPDBViolations": 1}}
+
+
+async def test_malformed_pod_request_is_a_400_naming_the_field(make_client: ClientFactory) -> None:
+    client = await ready_client(make_client)
+    pod = quota_pod("bad", "a", "lots")
+    response = await client.post("/filter", content=encode(names_args(["n1"], pod)))
+    assert response.status_code == 400
+    assert "spec.containers[0].resources.requests.cpu" in response.json()["detail"]
+    response = await client.post("/preempt", content=preempt_body(pod, {"n1": ["x"]}))
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_elastic_quota_needs_a_cluster() -> None:
+    with pytest.raises(ConfigError, match="elastic-quota"):
+        create_app(ExtenderSettings(elastic_quota=True))
