@@ -9,8 +9,11 @@ namespaces furthest over ``min`` first, then lowest priority, then newest, onlin
 with ``preemptionPolicy: Never`` last, never pushing a namespace below its ``min``) and evicts
 them through the Eviction API, so PodDisruptionBudgets are respected.
 
-One plan is carried out per pass; while its victims are still terminating the waiting pod is
-not planned again. Evictions are rate-limited (a token bucket), every step is recorded as an
+One plan is carried out per pass. The waiting pod is then nominated to the node
+(``status.nominatedNodeName``, as kube-scheduler's own preemption does), so the scheduler keeps
+the freed room for it instead of handing it to a pod of equal or lower priority; the
+nomination is re-asserted while the pod waits, and the pod is not planned again for
+``in_flight_seconds``. Evictions are rate-limited (a token bucket), every step is recorded as an
 Event on the waiting pod and on each victim, and ``dry_run`` records what would happen.
 """
 
@@ -107,7 +110,7 @@ class QuotaController:
         dry_run: bool = False,
         evictions_per_minute: float = 30.0,
         grace_seconds: int | None = None,
-        in_flight_seconds: float = 120.0,
+        in_flight_seconds: float = 60.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
@@ -121,8 +124,8 @@ class QuotaController:
         self._grace = grace_seconds
         self._in_flight_seconds = in_flight_seconds
         self._monotonic = monotonic
-        self.in_flight: dict[str, tuple[frozenset[str], float]] = {}
-        """Waiting pod UID → (its victims' UIDs, until when to wait for them)."""
+        self.in_flight: dict[str, tuple[str, float]] = {}
+        """Waiting pod UID → (the node room was made on, until when to wait for it)."""
         self.wake = asyncio.Event()
 
     async def run(self, period: float = 5.0) -> None:
@@ -198,15 +201,35 @@ class QuotaController:
 
     # -- reclaim ----------------------------------------------------------------------------
 
-    def _settle_in_flight(self) -> None:
+    async def _settle_in_flight(self) -> None:
         now = self._monotonic()
-        for uid, (victims, deadline) in list(self.in_flight.items()):
-            still_there = any(v in self.ledger.pods for v in victims)
-            if uid not in self.waiting.pods or not still_there or now >= deadline:
+        for uid, (node, deadline) in list(self.in_flight.items()):
+            pod = self.waiting.pods.get(uid)
+            if pod is None or now >= deadline:
                 del self.in_flight[uid]
+            elif pod.status.nominatedNodeName != node:
+                await self._nominate(pod, node)
+
+    async def _nominate(self, pod: Pod, node: str) -> None:
+        meta = pod.metadata
+        try:
+            try:
+                response = await self._kube.patch(
+                    f"/api/v1/namespaces/{meta.namespace}/pods/{meta.name}/status",
+                    json={
+                        "metadata": {"uid": meta.uid},
+                        "status": {"nominatedNodeName": node},
+                    },
+                    headers={"Content-Type": MERGE_PATCH},
+                )
+            except httpx.HTTPError as e:
+                raise unreachable(e, f"pod/{pod.key}: nominate") from e
+            raise_for_status(response)
+        except LoadschedError as e:
+            logger.warning("pod/%s: not nominated to node/%s: %s", pod.key, node, e)
 
     async def reclaim(self) -> None:
-        self._settle_in_flight()
+        await self._settle_in_flight()
         ledger = self.ledger
         queue = sorted(
             self.waiting.pods.values(),
@@ -236,6 +259,7 @@ class QuotaController:
                 pods_by_node=ledger.by_node,
                 quotas=ledger.quotas,
                 used=ledger.used,
+                exclude=uid,
             )
             if plan is None:
                 await self._recorder.record(
@@ -302,7 +326,9 @@ class QuotaController:
                 )
         if evicted:
             deadline = self._monotonic() + self._in_flight_seconds
-            self.in_flight[pod.metadata.uid] = (frozenset(evicted), deadline)
+            self.in_flight[pod.metadata.uid] = (plan.node, deadline)
+            if not self._dry_run:
+                await self._nominate(pod, plan.node)
 
 
 def _pod_ref(pod: Pod) -> ObjectRef:

@@ -510,6 +510,24 @@ class Sandbox:
     def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
         self.core.patch_node(name, {"metadata": {"annotations": annotations}})
 
+    def install_crd(self, manifest: Path) -> None:
+        """Create the CustomResourceDefinition in ``manifest`` (if absent); wait until served."""
+        extensions = k8s.ApiextensionsV1Api(self.api)
+        body = yaml.safe_load(manifest.read_text())
+        try:
+            extensions.create_custom_resource_definition(body)
+        except k8s.ApiException as e:
+            if e.status != 409:
+                raise
+        name = body["metadata"]["name"]
+
+        def established() -> bool:
+            crd = extensions.read_custom_resource_definition(name)
+            conditions = crd.status.conditions if crd.status else None
+            return any(c.type == "Established" and c.status == "True" for c in conditions or ())
+
+        wait_for(established, timeout=30, what=f"CRD {name} to be established")
+
     def create_pods(self, bodies: Iterable[dict[str, Any]], *, workers: int = 8) -> None:
         core = self.core
         with ThreadPoolExecutor(workers) as pool:

@@ -1,7 +1,9 @@
 """Elastic quota arithmetic (the ``scheduling.x-k8s.io/v1alpha1`` ElasticQuota): may a pod of a
 namespace be admitted, and if not, could a legal preemption make room? Pure; no I/O.
 
-- A missing ``max`` (or a resource missing from it) is unlimited; a missing ``min`` is 0.
+- A quota governs the resources it names in ``min`` or ``max``; a pod's other resources are
+  not limited by it (a quota of CPU only says nothing about memory).
+- For a governed resource, a missing ``max`` is unlimited and a missing ``min`` is 0.
 - Reject when ``used + request > max`` for a resource.
 - A namespace may go above its ``min`` only by borrowing what the other namespaces with quotas
   leave unused of theirs: over all of them, ``Σ used ≤ Σ min`` for that resource.
@@ -48,6 +50,9 @@ class ElasticQuota:
 
     def guaranteed(self, resource: str) -> Fraction:
         return self.min.get(resource, ZERO)
+
+    def governs(self, resource: str) -> bool:
+        return resource in self.min or (self.max is not None and resource in self.max)
 
 
 def _mapping(value: object, where: str) -> Mapping[str, object] | None:
@@ -101,7 +106,7 @@ def admit(
     mine = used.get(namespace, {})
     freeable = lower_priority_used or {}
     for resource, amount in request.items():
-        if amount <= 0:
+        if amount <= 0 or not quota.governs(resource):
             continue
         after = mine.get(resource, ZERO) + amount
         ceiling = quota.ceiling(resource)
@@ -144,7 +149,9 @@ def reclaiming(
         return False
     after = add(used.get(namespace, {}), request)
     return all(
-        after.get(r, ZERO) <= quota.guaranteed(r) for r, amount in request.items() if amount > 0
+        after.get(r, ZERO) <= quota.guaranteed(r)
+        for r, amount in request.items()
+        if amount > 0 and quota.governs(r)
     )
 
 

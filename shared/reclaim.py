@@ -127,7 +127,7 @@ def reclaim_order(
             (
                 (have.get(name, ZERO) - quota.guaranteed(name)) / amount
                 for name, amount in request.items()
-                if amount > 0
+                if amount > 0 and quota.governs(name)
             ),
             ZERO,
         )
@@ -152,15 +152,17 @@ def plan_reclaim(
     pods_by_node: Mapping[str, Mapping[str, PodUsage]],
     quotas: Mapping[str, ElasticQuota],
     used: Mapping[str, Mapping[str, Fraction]],
+    exclude: str = "",
 ) -> ReclaimPlan | None:
     """The cheapest node to make room on for a pod of ``namespace`` that is within its
     ``min``: victims from other namespaces over their ``min`` only (:func:`keeps_min`), in
     :func:`reclaim_order`. Among nodes, the fewest online-service victims win, then the fewest
-    victims, then the lowest highest priority among them. ``None`` if no node can be freed."""
+    victims, then the lowest highest priority among them. ``None`` if no node can be freed.
+    ``exclude`` is the waiting pod's UID: once nominated to a node it is counted there too."""
     legal = keeps_min(quotas, used)
     best: tuple[tuple[int, int, int, str], ReclaimPlan] | None = None
     for node, allocatable in nodes.items():
-        on_node = pods_by_node.get(node, {}).values()
+        on_node = [u for u in pods_by_node.get(node, {}).values() if u.uid != exclude]
         try:
             need = deficit(request, free_on_node(allocatable, on_node))
         except ValueError:

@@ -148,7 +148,8 @@ async def test_status_used_is_written_once_and_kept_current() -> None:
 
 async def test_reclaim_evicts_one_borrower_job_pod_and_records_events() -> None:
     api = FakeAPI()
-    controller = story(api, extra_pods=[pod("job-2", "b", 5, unschedulable=True)])
+    clock = Clock()
+    controller = story(api, clock=clock, extra_pods=[pod("job-2", "b", 5, unschedulable=True)])
     await controller.reclaim()
     evictions = [(path, body) for m, path, body in api.requests if path.endswith("/eviction")]
     assert evictions == [
@@ -165,19 +166,23 @@ async def test_reclaim_evicts_one_borrower_job_pod_and_records_events() -> None:
     events = api.events()
     assert ("job-2", "Reclaiming") == events[0][:2] and "a/job-1 on node n2" in events[0][2]
     assert ("job-1", "Reclaimed") == events[1][:2]
-    # while the victim is still there, the waiting pod is not planned again
+    # the waiting pod is nominated to the node, so the scheduler keeps the room for it
+    nominations = [b for m, p, b in api.requests if p.endswith("/pods/job-2/status")]
+    assert nominations == [
+        {"metadata": {"uid": "uid-b-job-2"}, "status": {"nominatedNodeName": "n2"}}
+    ]
+    # while it waits, it is not planned again, and its nomination is re-asserted if lost
     api.requests.clear()
-    await controller.reclaim()
-    assert api.paths("/eviction") == []
-    # once it is gone the pod fits on n2: nothing more is evicted while the scheduler retries
     controller.ledger.pod_store.apply("DELETED", pod("job-1", "a", 2, node="n2"))
-    await controller.reclaim()
-    assert api.paths("/eviction") == [] and api.events() == []
-    assert controller.in_flight == {}
-    # if the room is taken meanwhile, a (now at its min) has nothing more to give
     controller.ledger.pod_store.apply("ADDED", pod("squatter", "other", 3, node="n2"))
     await controller.reclaim()
+    assert api.paths("/eviction") == [] and api.events() == []
+    assert api.paths("/pods/job-2/status") == ["/api/v1/namespaces/b/pods/job-2/status"]
+    # after in_flight_seconds it is planned again: a is at its min, nothing more is legal
+    clock.now += 61
+    await controller.reclaim()
     assert api.paths("/eviction") == [] and api.events()[-1][1] == "ReclaimImpossible"
+    assert controller.in_flight == {}
 
 
 async def test_no_eviction_without_a_waiting_pod_of_a_lender() -> None:

@@ -6,11 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 
 from sandbox.cluster import Sandbox
-from sandbox.processes import wait_for
 from shared.quota import ElasticQuota
 
 pytestmark = pytest.mark.e2e
@@ -19,16 +17,7 @@ CRD = Path(__file__).resolve().parents[2] / "deploy" / "crds" / "elasticquota.ya
 
 
 def test_crd_and_objects(sandbox: Sandbox) -> None:
-    extensions = k8s.ApiextensionsV1Api(sandbox.api)
-    extensions.create_custom_resource_definition(yaml.safe_load(CRD.read_text()))
-
-    def established() -> bool:
-        crd = extensions.read_custom_resource_definition("elasticquotas.scheduling.x-k8s.io")
-        return any(
-            c.type == "Established" and c.status == "True" for c in crd.status.conditions or ()
-        )
-
-    wait_for(established, timeout=30, what="the ElasticQuota CRD to be established")
+    sandbox.install_crd(CRD)
     custom = k8s.CustomObjectsApi(sandbox.api)
     body = {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",

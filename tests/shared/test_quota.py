@@ -58,8 +58,12 @@ def test_missing_min_and_max_and_other_resources() -> None:
         ),
         "free": ElasticQuota("free"),
     }
-    # cpu is in neither min nor max: unlimited, but above min 0 it is borrowed from a pool of 0
-    assert not admit("gpu", cpu(1), quotas, {}).admitted
+    # cpu is in neither min nor max: this quota does not govern it
+    assert admit("gpu", cpu(1), quotas, {}).admitted
+    # named in max only: min is 0, so all of it is borrowed from the others' min
+    maxed = {"m": ElasticQuota("m", max=cpu(4)), "lender": ElasticQuota("lender", min=cpu(2))}
+    assert admit("m", cpu(2), maxed, {}).admitted
+    assert not admit("m", cpu(3), maxed, {}).admitted
     assert admit("gpu", {"nvidia.com/gpu": Fraction(2)}, quotas, {}).admitted
     assert not admit("gpu", {"nvidia.com/gpu": Fraction(5)}, quotas, {}).admitted
     assert admit("gpu", {"memory": Fraction(0)}, quotas, {}).admitted
