@@ -43,6 +43,7 @@ lint: $(STAMP)
 bench: setup
 	$(BIN)/python bench/extender.py
 	$(BIN)/python bench/scheduling.py
+	$(BIN)/python bench/quota.py
 
 ## serve: the extender on 127.0.0.1:8888 with crane's default policy
 serve: $(STAMP)

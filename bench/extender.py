@@ -49,7 +49,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def start_extender(kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_extender(
+    kubeconfig: Path, args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     process = subprocess.Popen(
         [
@@ -62,11 +64,12 @@ def start_extender(kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str]:
             str(kubeconfig),
             "--log-level",
             "warning",
+            *args,
         ],
         cwd=Path(__file__).resolve().parents[1],
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:

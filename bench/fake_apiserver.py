@@ -1,5 +1,6 @@
-"""Bench-only: a minimal API server stand-in on 127.0.0.1 that serves one NodeList (paged)
-and an idle watch, so the extender's node cache can sync over real HTTP."""
+"""Bench-only: a minimal API server stand-in on 127.0.0.1 that serves lists (paged) and idle
+watches — nodes, and any other collections given — so the extender's caches sync over real
+HTTP."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from urllib.parse import parse_qs, urlparse
 
 
 class FakeNodeAPI:
-    def __init__(self, nodes: list[dict[str, Any]]) -> None:
-        self.nodes = nodes
+    def __init__(
+        self, nodes: list[dict[str, Any]], others: dict[str, list[dict[str, Any]]] | None = None
+    ) -> None:
+        self.collections = {"/api/v1/nodes": nodes, **(others or {})}
         self.stop = threading.Event()
         api = self
 
@@ -26,7 +29,8 @@ class FakeNodeAPI:
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 url = urlparse(self.path)
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                if url.path != "/api/v1/nodes":
+                items = api.collections.get(url.path)
+                if items is None:
                     self.send_error(404)
                     return
                 if query.get("watch"):
@@ -39,16 +43,12 @@ class FakeNodeAPI:
                     self.wfile.write(b"0\r\n\r\n")
                     return
                 start = int(query.get("continue", "0") or 0)
-                limit = int(query.get("limit", "0") or 0) or len(api.nodes)
+                limit = int(query.get("limit", "0") or 0) or len(items)
                 meta: dict[str, Any] = {"resourceVersion": "1"}
-                if start + limit < len(api.nodes):
+                if start + limit < len(items):
                     meta["continue"] = str(start + limit)
                 body = json.dumps(
-                    {
-                        "kind": "NodeList",
-                        "metadata": meta,
-                        "items": api.nodes[start : start + limit],
-                    }
+                    {"kind": "List", "metadata": meta, "items": items[start : start + limit]}
                 ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

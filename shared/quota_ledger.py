@@ -178,15 +178,21 @@ class QuotaLedger:
         return uid in self._assumed
 
     def expire_assumed(self) -> None:
+        """Drop assumptions past their deadline. They share one lifetime, so insertion order
+        is deadline order: stop at the first one still valid."""
         if not self._assumed:
             return
         now = self._clock()
-        for uid, deadline in list(self._assumed.items()):
-            if deadline <= now:
-                del self._assumed[uid]
-                usage = self.pods.get(uid)
-                if usage is not None:
-                    self._count(usage, -1)
+        expired = []
+        for uid, deadline in self._assumed.items():
+            if deadline > now:
+                break
+            expired.append(uid)
+        for uid in expired:
+            del self._assumed[uid]
+            usage = self.pods.get(uid)
+            if usage is not None:
+                self._count(usage, -1)
 
     def namespace_used(self, namespace: str) -> ResourceList:
         return {k: v for k, v in self.used.get(namespace, {}).items() if v}
