@@ -40,6 +40,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         help="how long a pod admitted at filter counts before it shows up bound (default 30)",
     )
+    parser.add_argument("--job-templates", help="job templates file; enables /v1/jobs")
+    parser.add_argument(
+        "--dispatch-retry-after", type=int, help="Retry-After seconds of a 429 (default 10)"
+    )
     parser.add_argument("--max-body-bytes", type=int, help="largest request body accepted")
     parser.add_argument("--log-level", help="debug, info, warning or error")
     parser.add_argument("--log-format", help="text or json")

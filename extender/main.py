@@ -13,17 +13,21 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from extender.api.routes import health, scheduler
+from extender.api.routes import health, jobs, scheduler
+from extender.dispatch_caches import JOB_DECODER, Job, JobStore, TemplatePodStore
+from extender.dispatching import Dispatcher
 from extender.elastic_quota import QuotaGate
+from extender.job_building import TEMPLATE_LABEL
 from extender.metrics import ExtenderMetrics
 from extender.node_loads import NodeLoadCache, decode_node
 from extender.scheduling import LoadAwareExtender
 from extender.settings import ExtenderSettings
 from extender.state import ExtenderState
+from extender.templates import load_templates
 from extender.wire import Node
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, in_cluster, load_endpoint
-from shared.kube.watching import Reflector
+from shared.kube.watching import FanOut, Reflector, Store
 from shared.load_model import LoadRules
 from shared.pods import POD_DECODER, Pod
 from shared.policy import DynamicSchedulerPolicy, default_policy, load_policy
@@ -47,32 +51,63 @@ def resolve_endpoint(settings: ExtenderSettings) -> KubeEndpoint | None:
 
 
 def _quota_gate(
-    settings: ExtenderSettings, node_cache: NodeLoadCache, metrics: ExtenderMetrics
+    ledger: QuotaLedger, node_cache: NodeLoadCache, metrics: ExtenderMetrics
 ) -> QuotaGate:
-    ledger = QuotaLedger(assume_seconds=settings.quota_assume_seconds)
     metrics.quota_pods.set_function(lambda: len(ledger.pods))
     metrics.quotas.labels("active").set_function(lambda: len(ledger.quotas))
     metrics.quotas.labels("invalid").set_function(lambda: len(ledger.invalid))
     return QuotaGate(ledger, allocatable=node_cache.allocatable_of, metrics=metrics)
 
 
-def _quota_reflectors(client: httpx.AsyncClient, ledger: QuotaLedger) -> list[Reflector[Any]]:
-    return [
+def _watches(
+    client: httpx.AsyncClient,
+    ledger: QuotaLedger,
+    *,
+    quotas: bool,
+    dispatch: tuple[JobStore, TemplatePodStore] | None,
+) -> list[Reflector[Any]]:
+    """The watches besides nodes: every pod (what nodes and namespaces use, and the pods of
+    dispatched Jobs), ElasticQuotas, and dispatched Jobs."""
+    pod_stores: list[Store[Pod]] = [ledger.pod_store]
+    if dispatch is not None:
+        pod_stores.append(dispatch[1])
+    reflectors: list[Reflector[Any]] = [
         Reflector[Pod](
             client=client,
             path="/api/v1/pods",
             decode=POD_DECODER.decode,
-            store=ledger.pod_store,
+            store=FanOut[Pod](*pod_stores),
             name="pods",
-        ),
-        Reflector[QuotaObject](
-            client=client,
-            path=ELASTIC_QUOTAS_PATH,
-            decode=QUOTA_DECODER.decode,
-            store=ledger.quota_store,
-            name="elasticquotas",
-        ),
+        )
     ]
+    if quotas:
+        reflectors.append(
+            Reflector[QuotaObject](
+                client=client,
+                path=ELASTIC_QUOTAS_PATH,
+                decode=QUOTA_DECODER.decode,
+                store=ledger.quota_store,
+                name="elasticquotas",
+            )
+        )
+    if dispatch is not None:
+        reflectors.append(
+            Reflector[Job](
+                client=client,
+                path="/apis/batch/v1/jobs",
+                decode=JOB_DECODER.decode,
+                store=dispatch[0],
+                name="dispatched jobs",
+                label_selector=TEMPLATE_LABEL,
+            )
+        )
+    return reflectors
+
+
+def _needs_cluster(setting: str, node_cache: NodeLoadCache | None) -> NodeLoadCache:
+    if node_cache is None:
+        raise ConfigError(flag_and_variable(setting), "", "needs --kubeconfig or in-cluster")
+    return node_cache
 
 
 def create_app(
@@ -89,13 +124,13 @@ def create_app(
     rules = LoadRules.from_policy(policy)
     metrics = ExtenderMetrics()
     node_cache = NodeLoadCache(rules) if endpoint is not None else None
+    ledger = QuotaLedger(assume_seconds=settings.quota_assume_seconds)
     quota: QuotaGate | None = None
     if settings.elastic_quota:
-        if node_cache is None:
-            raise ConfigError(
-                flag_and_variable("elastic_quota"), "", "needs --kubeconfig or in-cluster"
-            )
-        quota = _quota_gate(settings, node_cache, metrics)
+        quota = _quota_gate(ledger, _needs_cluster("elastic_quota", node_cache), metrics)
+    templates = load_templates(settings.job_templates) if settings.job_templates else None
+    if templates is not None:
+        _needs_cluster("job_templates", node_cache)
     state = ExtenderState(
         settings=settings,
         policy=policy,
@@ -122,9 +157,24 @@ def create_app(
                 name="nodes",
             )
             reflectors: list[Reflector[Any]] = [state.node_reflector]
-            if quota is not None:
-                state.quota_reflectors = _quota_reflectors(client, quota.ledger)
-                reflectors += state.quota_reflectors
+            dispatch = None
+            if templates is not None:
+                dispatch = (JobStore(), TemplatePodStore())
+                state.dispatcher = Dispatcher(
+                    templates=templates,
+                    client=client,
+                    jobs=dispatch[0],
+                    pods=dispatch[1],
+                    ledger=ledger,
+                    nodes=node_cache,
+                    clock=clock,
+                    retry_after=settings.dispatch_retry_after,
+                )
+            if quota is not None or dispatch is not None:
+                state.watches = _watches(
+                    client, ledger, quotas=quota is not None, dispatch=dispatch
+                )
+                reflectors += state.watches
             tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in reflectors]
             try:
                 yield
@@ -141,4 +191,5 @@ def create_app(
     app.state.loadsched = state
     app.include_router(scheduler.router)
     app.include_router(health.router)
+    app.include_router(jobs.router)
     return app

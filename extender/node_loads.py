@@ -110,6 +110,7 @@ class NodeLoadCache:
         self._expiries: list[tuple[datetime, str]] = []
         self._as_of: datetime | None = None
         self.allocatable: dict[str, Mapping[str, str]] = {}
+        self._cordoned: set[str] = set()
         """Each node's ``status.allocatable`` as sent (for preemption arithmetic)."""
 
     def __len__(self) -> int:
@@ -117,6 +118,9 @@ class NodeLoadCache:
 
     def allocatable_of(self, name: str) -> Mapping[str, str] | None:
         return self.allocatable.get(name)
+
+    def is_unschedulable(self, name: str) -> bool:
+        return name in self._cordoned
 
     def get(self, name: str) -> CachedLoad | None:
         return self._nodes.get(name)
@@ -133,6 +137,7 @@ class NodeLoadCache:
             for node in items
         }
         self.allocatable = {node.metadata.name: node.status.allocatable or {} for node in items}
+        self._cordoned = {node.metadata.name for node in items if node.spec.unschedulable}
         self._dirty = set(self._nodes) | set(old)
 
     def apply(self, event: str, item: Node) -> None:
@@ -140,8 +145,13 @@ class NodeLoadCache:
         if event == "DELETED":
             self._nodes.pop(name, None)
             self.allocatable.pop(name, None)
+            self._cordoned.discard(name)
         else:
             self.allocatable[name] = item.status.allocatable or {}
+            if item.spec.unschedulable:
+                self._cordoned.add(name)
+            else:
+                self._cordoned.discard(name)
             previous = self._nodes.get(name)
             entry = cached_load(name, item.metadata.annotations, self._rules, previous)
             if entry is previous:

@@ -32,6 +32,10 @@ class ExtenderSettings(BaseSettings):
     quota_assume_seconds: float = Field(default=30.0, gt=0)
     """How long a pod admitted at filter counts against its quota before the watch shows it
     bound (kube-scheduler binds asynchronously)."""
+    job_templates: Path | None = None
+    """Job templates file (YAML); enables the job-dispatch API /v1/jobs. Needs a cluster."""
+    dispatch_retry_after: int = Field(default=10, ge=1)
+    """Seconds a 429 from /v1/jobs asks the caller to wait (Retry-After)."""
     max_body_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     """Largest request body accepted; larger ones get 413."""
     log_level: str = Field(default="INFO", pattern=r"(?i)^(debug|info|warning|error)$")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from extender.dispatching import Dispatcher
 from extender.metrics import ExtenderMetrics
 from extender.node_loads import NodeLoadCache
 from extender.scheduling import LoadAwareExtender
@@ -25,7 +26,9 @@ class ExtenderState:
     extender: LoadAwareExtender
     node_cache: NodeLoadCache | None = None
     node_reflector: Reflector[Node] | None = None
-    quota_reflectors: list[Reflector[Any]] = field(default_factory=list)
+    watches: list[Reflector[Any]] = field(default_factory=list)
+    """Watches besides nodes (pods, quotas, dispatched Jobs), when enabled."""
+    dispatcher: Dispatcher | None = None
 
     def readiness(self) -> tuple[bool, str]:
         """Ready once the node cache has synced, or at once without a cluster."""
@@ -33,7 +36,7 @@ class ExtenderState:
             return True, "ready: no cluster configured, full-node requests only"
         if not self.node_reflector.synced.is_set():
             return False, "not ready: node cache has not completed its first list"
-        waiting = [r.name for r in self.quota_reflectors if not r.synced.is_set()]
+        waiting = [r.name for r in self.watches if not r.synced.is_set()]
         if waiting:
             return False, f"not ready: {' and '.join(waiting)} not listed yet"
         return True, f"ready: node cache holds {len(self.node_cache or ())} nodes"

@@ -25,8 +25,13 @@ class NodeStatus(msgspec.Struct, gc=False):
     allocatable: dict[str, str] | None = None
 
 
+class NodeSpec(msgspec.Struct, gc=False):
+    unschedulable: bool = False
+
+
 class Node(msgspec.Struct, gc=False):
     metadata: NodeMeta = msgspec.field(default_factory=NodeMeta)
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
 
 

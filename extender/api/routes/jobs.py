@@ -1,0 +1,187 @@
+"""``/v1/jobs``: dispatch a task as a Job, read, list, watch and delete dispatched Jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from extender.api.deps import StateDep
+from extender.dispatch_caches import Job
+from extender.dispatching import Backpressure, Dispatcher
+from extender.job_building import MAX_KEY_LENGTH, InvalidDispatch
+from extender.state import ExtenderState
+from shared.errors import APIError, APINotFoundError, LoadschedError
+
+router = APIRouter(prefix="/v1/jobs", tags=["job dispatch"])
+
+
+class DispatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    template: StrictStr = Field(min_length=1, max_length=63)
+    key: StrictStr = Field(min_length=1, max_length=MAX_KEY_LENGTH)
+    """Idempotency key: one key, at most one Job."""
+    data: dict[StrictStr, StrictStr] = {}
+    """Becomes the container's environment (keys the template allows)."""
+    overrides: dict[StrictStr, StrictInt] = {}
+
+
+class DispatchResponse(BaseModel):
+    namespace: str
+    name: str
+    uid: str
+    created: bool
+
+
+def dispatcher(state: StateDep) -> Dispatcher:
+    if state.dispatcher is None:
+        raise HTTPException(404, "job dispatch is not enabled (start with --job-templates)")
+    return state.dispatcher
+
+
+DispatcherDep = Annotated[Dispatcher, Depends(dispatcher)]
+
+
+def _invalid(error: InvalidDispatch) -> HTTPException:
+    loc = ["body", *error.field.split(".", 1)]
+    return HTTPException(422, [{"loc": loc, "msg": error.message, "type": "value_error"}])
+
+
+def _upstream(error: LoadschedError) -> HTTPException:
+    if isinstance(error, APIError):
+        return HTTPException(502, f"the API server refused: {error}")
+    return HTTPException(503, f"the API server is unreachable: {error}")
+
+
+@router.post("", status_code=201, response_model=DispatchResponse)
+async def dispatch(
+    request: DispatchRequest, dispatcher: DispatcherDep, response: Response
+) -> DispatchResponse | JSONResponse:
+    template = dispatcher.templates.get(request.template)
+    if template is None:
+        raise HTTPException(404, f"unknown template {request.template!r}")
+    try:
+        result = await dispatcher.dispatch(template, request.key, request.data, request.overrides)
+    except InvalidDispatch as e:
+        raise _invalid(e) from e
+    except Backpressure as e:
+        return JSONResponse(
+            {"detail": e.reason}, status_code=429, headers={"Retry-After": str(e.retry_after)}
+        )
+    except LoadschedError as e:
+        raise _upstream(e) from e
+    if not result.created:
+        response.status_code = 200
+    meta = result.job.metadata
+    return DispatchResponse(
+        namespace=meta.namespace, name=meta.name, uid=meta.uid, created=result.created
+    )
+
+
+def describe(job: Job, state: ExtenderState) -> dict[str, Any]:
+    meta, status = job.metadata, job.status
+    pods = state.dispatcher.pods.of_job(meta.namespace, meta.name) if state.dispatcher else []
+    return {
+        "namespace": meta.namespace,
+        "name": meta.name,
+        "uid": meta.uid,
+        "template": job.template,
+        "key": job.key,
+        "state": job.state,
+        "active": status.active,
+        "succeeded": status.succeeded,
+        "failed": status.failed,
+        "completions": job.spec.completions,
+        "parallelism": job.spec.parallelism,
+        "created": meta.creationTimestamp,
+        "started": status.startTime,
+        "completed": status.completionTime,
+        "conditions": [
+            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+            for c in status.conditions or ()
+        ],
+        "pods": {p.metadata.name: p.status.phase for p in pods},
+    }
+
+
+@router.get("")
+async def list_jobs(
+    dispatcher: DispatcherDep,
+    state: StateDep,
+    template: str | None = None,
+    job_state: Annotated[
+        Literal["active", "succeeded", "failed"] | None, Query(alias="state")
+    ] = None,
+) -> dict[str, Any]:
+    jobs = [
+        describe(job, state)
+        for job in dispatcher.jobs.jobs.values()
+        if (template is None or job.template == template)
+        and (job_state is None or job.state == job_state)
+    ]
+    jobs.sort(key=lambda j: (j["namespace"], j["name"]))
+    return {"items": jobs}
+
+
+def _get(dispatcher: Dispatcher, namespace: str, name: str) -> Job:
+    job = dispatcher.jobs.jobs.get((namespace, name))
+    if job is None:
+        raise HTTPException(404, f"no dispatched Job {namespace}/{name}")
+    return job
+
+
+@router.get("/{namespace}/{name}")
+async def read_job(
+    namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep
+) -> dict[str, Any]:
+    return describe(_get(dispatcher, namespace, name), state)
+
+
+@router.delete("/{namespace}/{name}")
+async def delete_job(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+    _get(dispatcher, namespace, name)
+    try:
+        await dispatcher.delete(namespace, name)
+    except APINotFoundError as e:
+        raise HTTPException(404, f"no dispatched Job {namespace}/{name}") from e
+    except LoadschedError as e:
+        raise _upstream(e) from e
+    return {"namespace": namespace, "name": name, "deleted": True, "propagation": "Foreground"}
+
+
+@router.get("/{namespace}/{name}/watch")
+async def watch_job(
+    namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep
+) -> StreamingResponse:
+    """Server-Sent Events: the Job's state now, then on every change, until it is deleted."""
+    job = _get(dispatcher, namespace, name)
+    key = (namespace, name)
+    queue = dispatcher.jobs.subscribe(key)
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            yield _sse("job", describe(job, state))
+            while True:
+                try:
+                    current = await asyncio.wait_for(queue.get(), timeout=15)
+                except TimeoutError:
+                    yield b": keep-alive\n\n"
+                    continue
+                if current is None:
+                    yield _sse("deleted", {"namespace": namespace, "name": name})
+                    return
+                yield _sse("job", describe(current, state))
+        finally:
+            dispatcher.jobs.unsubscribe(key, queue)
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()

@@ -1,0 +1,135 @@
+"""Job dispatch: idempotent, backpressured creation of Jobs from templates, answered from
+watch caches (no LIST per request).
+
+Backpressure refuses a new key while the template has ``maxPending`` Pending pods, or
+``maxActive`` active Jobs, or while no schedulable node can fit the pod's requests
+(allocatable minus what bound pods request, and not overloaded by the load model). A key seen
+before is answered with its existing Job whatever the pressure: retrying is always safe.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import httpx
+
+from extender.dispatch_caches import JOB_DECODER, Job, JobStore, TemplatePodStore
+from extender.job_building import build_job, job_name
+from extender.node_loads import NodeLoadCache
+from extender.templates import JobTemplate
+from shared.errors import APIConflictError
+from shared.kube.status import raise_for_status, unreachable
+from shared.quantity import parse_resources
+from shared.quota_ledger import QuotaLedger
+from shared.reclaim import deficit, free_on_node
+
+logger = logging.getLogger(__name__)
+
+
+class Backpressure(Exception):
+    def __init__(self, reason: str, retry_after: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    job: Job
+    created: bool
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        templates: Mapping[str, JobTemplate],
+        client: httpx.AsyncClient,
+        jobs: JobStore,
+        pods: TemplatePodStore,
+        ledger: QuotaLedger,
+        nodes: NodeLoadCache,
+        clock: Callable[[], datetime],
+        retry_after: int = 10,
+    ) -> None:
+        self.templates = templates
+        self._client = client
+        self.jobs = jobs
+        self.pods = pods
+        self._ledger = ledger
+        self._nodes = nodes
+        self._clock = clock
+        self._retry_after = retry_after
+
+    def pressure(self, template: JobTemplate) -> str | None:
+        """Why a new Job of ``template`` must wait now, or ``None``."""
+        if template.max_pending is not None:
+            pending = self.pods.pending(template.name)
+            if pending >= template.max_pending:
+                limit = template.max_pending
+                return f"template {template.name} has {pending} Pending pods (maxPending {limit})"
+        if template.max_active is not None:
+            active = self.jobs.active(template.name)
+            if active >= template.max_active:
+                limit = template.max_active
+                return f"template {template.name} has {active} active Jobs (maxActive {limit})"
+        if not self.fits_somewhere(template):
+            return (
+                f"no schedulable node can fit a pod of template {template.name} "
+                f"(requests {template.resources.get('requests', {})})"
+            )
+        return None
+
+    def fits_somewhere(self, template: JobTemplate) -> bool:
+        request = parse_resources(template.resources.get("requests"), where="requests")
+        view = self._nodes.view(self._clock())
+        for node, allocatable in self._nodes.allocatable.items():
+            if node in view.refusals or self._nodes.is_unschedulable(node):
+                continue
+            try:
+                free = free_on_node(allocatable, self._ledger.by_node.get(node, {}).values())
+            except ValueError:
+                continue
+            if not deficit(request, free):
+                return True
+        return False
+
+    async def dispatch(
+        self, template: JobTemplate, key: str, data: Mapping[str, str], overrides: Mapping[str, int]
+    ) -> Dispatched:
+        body = build_job(template, key, data, overrides)  # validates first: 422 beats 200/429
+        name = job_name(template, key)
+        existing = self.jobs.jobs.get((template.namespace, name))
+        if existing is not None:
+            return Dispatched(existing, created=False)
+        reason = self.pressure(template)
+        if reason is not None:
+            raise Backpressure(reason, self._retry_after)
+        path = f"/apis/batch/v1/namespaces/{template.namespace}/jobs"
+        try:
+            job = JOB_DECODER.decode(await self._send("POST", path, json=body))
+        except APIConflictError:
+            job = JOB_DECODER.decode(await self._send("GET", f"{path}/{name}"))
+            return Dispatched(job, created=False)
+        self.jobs.put(job)  # before the watch event: maxActive holds for the next request
+        logger.info("job/%s/%s: created for template %s", template.namespace, name, template.name)
+        return Dispatched(job, created=True)
+
+    async def delete(self, namespace: str, name: str) -> None:
+        """Delete with foreground propagation (the Job's pods go first)."""
+        await self._send(
+            "DELETE",
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+            json={"propagationPolicy": "Foreground"},
+        )
+
+    async def _send(self, method: str, path: str, **kwargs: object) -> bytes:
+        try:
+            response = await self._client.request(method, path, **kwargs)  # type: ignore[arg-type]
+        except httpx.HTTPError as e:
+            raise unreachable(e, f"{method} {path}") from e
+        raise_for_status(response)
+        return response.content

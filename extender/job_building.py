@@ -1,0 +1,120 @@
+"""From a dispatch request to a ``batch/v1`` Job body. Pure; no I/O.
+
+- The Job's name is derived from the template and the key alone (a hash), so concurrent
+  duplicates all try to create the same object and the API server lets exactly one win.
+- The environment is the template's static variables plus the caller's data keys that the
+  template allows; nothing of the dispatcher's own environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from extender.templates import ENV_NAME, JobTemplate
+
+TEMPLATE_LABEL = "loadsched.io/template"
+KEY_HASH_LABEL = "loadsched.io/key-hash"
+KEY_ANNOTATION = "loadsched.io/key"
+MAX_KEY_LENGTH = 253
+MAX_DATA_KEYS = 128
+
+
+class InvalidDispatch(ValueError):
+    """A request the template does not allow; ``field`` is its JSON path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def key_hash(template: str, key: str) -> str:
+    return hashlib.sha256(f"{template}\n{key}".encode()).hexdigest()[:16]
+
+
+def job_name(template: JobTemplate, key: str) -> str:
+    """``<template>-<16 hex digits>``: at most 57 characters, a valid DNS label."""
+    return f"{template.name}-{key_hash(template.name, key)}"
+
+
+def check_request(
+    template: JobTemplate, key: str, data: Mapping[str, str], overrides: Mapping[str, int]
+) -> None:
+    """Raise :class:`InvalidDispatch` naming the first field the template does not allow."""
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise InvalidDispatch("key", f"must be 1 to {MAX_KEY_LENGTH} characters")
+    if len(data) > MAX_DATA_KEYS:
+        raise InvalidDispatch("data", f"at most {MAX_DATA_KEYS} keys, got {len(data)}")
+    size = 0
+    for name, value in data.items():
+        if not ENV_NAME.fullmatch(name):
+            raise InvalidDispatch(
+                f"data.{name}", "not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+            )
+        if not template.allowed_keys.allows(name):
+            raise InvalidDispatch(f"data.{name}", f"not allowed by template {template.name}")
+        size += len(name) + len(value.encode())
+    if size > template.max_data_bytes:
+        raise InvalidDispatch(
+            "data", f"{size} bytes is over the template's limit of {template.max_data_bytes}"
+        )
+    for field, number in overrides.items():
+        if field not in template.overridable:
+            raise InvalidDispatch(
+                f"overrides.{field}",
+                f"template {template.name} allows overriding only {template.overridable}",
+            )
+        if number < 0 or (field in ("completions", "activeDeadlineSeconds") and number < 1):
+            raise InvalidDispatch(f"overrides.{field}", f"out of range: {number}")
+
+
+def build_job(
+    template: JobTemplate, key: str, data: Mapping[str, str], overrides: Mapping[str, int]
+) -> dict[str, Any]:
+    check_request(template, key, data, overrides)
+    labels = {**template.labels, TEMPLATE_LABEL: template.name}
+    container: dict[str, Any] = {
+        "name": "task",
+        "image": template.image,
+        "env": [{"name": e.name, "value": e.value} for e in template.env]
+        + [{"name": k, "value": v} for k, v in sorted(data.items())],
+    }
+    optional: dict[str, Any] = {
+        "command": template.command,
+        "args": template.args,
+        "resources": template.resources or None,
+        "envFrom": template.env_from or None,
+    }
+    container.update({k: v for k, v in optional.items() if v is not None})
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    names = {
+        "schedulerName": template.scheduler_name,
+        "priorityClassName": template.priority_class_name,
+        "serviceAccountName": template.service_account_name,
+    }
+    pod_spec.update({k: v for k, v in names.items() if v is not None})
+    spec: dict[str, Any] = {
+        "backoffLimit": template.backoff_limit,
+        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+    }
+    counts = {
+        "completions": template.completions,
+        "parallelism": template.parallelism,
+        "activeDeadlineSeconds": template.active_deadline_seconds,
+        "ttlSecondsAfterFinished": template.ttl_seconds_after_finished,
+    }
+    spec.update({k: v for k, v in counts.items() if v is not None})
+    spec.update(overrides)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(template, key),
+            "namespace": template.namespace,
+            "labels": {**labels, KEY_HASH_LABEL: key_hash(template.name, key)},
+            "annotations": {KEY_ANNOTATION: key},
+        },
+        "spec": spec,
+    }
