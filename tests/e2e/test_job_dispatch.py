@@ -1,0 +1,222 @@
+"""Job dispatch end to end: the extender's /v1/jobs against the real API server, the real Job
+controller (and its TTL controller) creating and removing pods, a real kube-scheduler binding
+them. With no kubelet, the tests move pods to Running, Succeeded or Failed through the status
+subresource."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from sandbox.cluster import Sandbox
+from sandbox.processes import wait_for
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "dispatch"
+
+
+def template(name: str, **extra: object) -> dict[str, object]:
+    return {
+        "name": name,
+        "namespace": NAMESPACE,
+        "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": "100m", "memory": "16Mi"}},
+        "allowedKeys": {"names": ["ROW_ID"]},
+        "schedulerName": "loadsched",
+        **extra,
+    }
+
+
+@pytest.fixture(scope="module")
+def dispatch_url(
+    sandbox: Sandbox, schedulers: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    assert "loadsched" in schedulers
+    sandbox.core.create_namespace({"metadata": {"name": NAMESPACE}})
+    path: Path = tmp_path_factory.mktemp("dispatch") / "templates.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "templates": [
+                    template("work", completions=2, parallelism=2, maxPending=3, maxActive=20),
+                    template("short", ttlSecondsAfterFinished=1),
+                    template("flaky", backoffLimit=1),
+                ]
+            }
+        )
+    )
+    url = sandbox.start_extender(name="extender-dispatch", args=["--job-templates", str(path)])
+    yield url
+    sandbox.supervisor.stop_named("extender-dispatch")
+    k8s.BatchV1Api(sandbox.api).delete_collection_namespaced_job(
+        NAMESPACE, propagation_policy="Background"
+    )
+    sandbox.core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)
+
+
+def post(url: str, template: str, key: str, **data: str) -> httpx.Response:
+    return httpx.post(
+        f"{url}/v1/jobs", json={"template": template, "key": key, "data": data}, timeout=30
+    )
+
+
+def pods_of(sandbox: Sandbox, job: str) -> list[k8s.V1Pod]:
+    return sandbox.core.list_namespaced_pod(
+        NAMESPACE, label_selector=f"batch.kubernetes.io/job-name={job}"
+    ).items
+
+
+def set_phase(sandbox: Sandbox, job: str, phase: str, count: int | None = None) -> None:
+    pods = [p for p in pods_of(sandbox, job) if p.status.phase not in ("Succeeded", "Failed")]
+    for pod in pods[:count]:
+        status: dict[str, object] = {"phase": phase}
+        if phase in ("Succeeded", "Failed"):
+            status["containerStatuses"] = [
+                {
+                    "name": "task",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {
+                        "terminated": {"exitCode": 0 if phase == "Succeeded" else 1, "reason": "x"}
+                    },
+                }
+            ]
+        sandbox.core.patch_namespaced_pod_status(pod.metadata.name, NAMESPACE, {"status": status})
+
+
+def finish_terminating(sandbox: Sandbox, job: str) -> None:
+    """Do what a kubelet does for a pod being deleted: confirm it gone (grace period 0)."""
+
+    def terminating() -> bool:
+        pods = pods_of(sandbox, job)
+        return bool(pods) and all(p.metadata.deletion_timestamp for p in pods)
+
+    wait_for(terminating, timeout=30, what=f"the pods of {job} to be terminating")
+    for pod in pods_of(sandbox, job):
+        sandbox.core.delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
+
+
+def job_state(url: str, name: str) -> dict[str, object]:
+    response = httpx.get(f"{url}/v1/jobs/{NAMESPACE}/{name}", timeout=10)
+    return response.json() if response.status_code == 200 else {"status": response.status_code}
+
+
+def test_dispatch_idempotency_and_backpressure(sandbox: Sandbox, dispatch_url: str) -> None:
+    first = post(dispatch_url, "work", "row-1", ROW_ID="1")
+    assert first.status_code == 201, first.text
+    name = first.json()["name"]
+    job = k8s.BatchV1Api(sandbox.api).read_namespaced_job(name, NAMESPACE)
+    env = job.spec.template.spec.containers[0].env
+    assert [(e.name, e.value) for e in env] == [("ROW_ID", "1")]
+    assert post(dispatch_url, "work", "row-1", ROW_ID="1").json()["created"] is False
+
+    # 50 concurrent duplicates of a new key: exactly one Job
+    with ThreadPoolExecutor(50) as pool:
+        answers = list(pool.map(lambda _: post(dispatch_url, "work", "row-2"), range(50)))
+    assert {a.status_code for a in answers} <= {200, 201}
+    assert sum(a.json()["created"] for a in answers) == 1
+    assert len({a.json()["uid"] for a in answers}) == 1
+    jobs = k8s.BatchV1Api(sandbox.api).list_namespaced_job(NAMESPACE).items
+    assert len(jobs) == 2
+
+    # 4 Pending pods >= maxPending 3: a new key waits
+    wait_for(lambda: len(pods_of(sandbox, name)) == 2, timeout=30, what="row-1's pods")
+
+    def refused() -> bool:
+        return post(dispatch_url, "work", "row-3").status_code == 429
+
+    wait_for(refused, timeout=30, what="backpressure on maxPending")
+    answer = post(dispatch_url, "work", "row-3")
+    assert answer.headers["Retry-After"] == "10"
+    assert "Pending pods (maxPending 3)" in answer.json()["detail"]
+    # a known key is still answered
+    assert post(dispatch_url, "work", "row-2").status_code == 200
+
+    # the pods start running: the new key goes through
+    set_phase(sandbox, name, "Running")
+    wait_for(
+        lambda: post(dispatch_url, "work", "row-3").status_code == 201,
+        timeout=30,
+        what="recovery once pods run",
+    )
+
+    # completions are honoured, and the state is reported with pod phases
+    set_phase(sandbox, name, "Succeeded")
+    wait_for(
+        lambda: job_state(dispatch_url, name).get("state") == "succeeded",
+        timeout=60,
+        what="row-1 to complete",
+    )
+    described = job_state(dispatch_url, name)
+    assert described["succeeded"] == 2 and described["completions"] == 2
+    assert set(described["pods"].values()) == {"Succeeded"}  # type: ignore[union-attr]
+    listed = httpx.get(f"{dispatch_url}/v1/jobs", params={"state": "succeeded"}).json()
+    assert [j["name"] for j in listed["items"]] == [name]
+
+    # DELETE with foreground propagation
+    row2 = answers[0].json()["name"]
+    assert httpx.delete(f"{dispatch_url}/v1/jobs/{NAMESPACE}/{row2}").status_code == 200
+    assert job_state(dispatch_url, row2).get("name") == row2  # waits for its pods
+    finish_terminating(sandbox, row2)
+    wait_for(
+        lambda: job_state(dispatch_url, row2) == {"status": 404},
+        timeout=60,
+        what="row-2 to be deleted",
+    )
+
+
+def test_ttl_cleanup_and_backoff_limit(sandbox: Sandbox, dispatch_url: str) -> None:
+    short = post(dispatch_url, "short", "s-1").json()["name"]
+    wait_for(lambda: pods_of(sandbox, short), timeout=30, what="the short Job's pod")
+    events: list[str] = []
+    with httpx.stream(
+        "GET", f"{dispatch_url}/v1/jobs/{NAMESPACE}/{short}/watch", timeout=60
+    ) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                events.append(line.removeprefix("event: "))
+                if len(events) == 1:
+                    set_phase(sandbox, short, "Succeeded")
+                if events[-1] == "deleted":
+                    break  # the TTL controller removed the finished Job
+    assert events[0] == "job" and events[-1] == "deleted" and len(events) >= 3
+    assert job_state(dispatch_url, short) == {"status": 404}
+
+    flaky = post(dispatch_url, "flaky", "f-1").json()["name"]
+    for attempt in range(2):  # backoffLimit 1: the second failure fails the Job
+        wait_for(
+            lambda: any(p.status.phase == "Pending" for p in pods_of(sandbox, flaky)),
+            timeout=60,
+            what=f"attempt {attempt + 1} of the flaky Job",
+        )
+        set_phase(sandbox, flaky, "Failed")
+    wait_for(
+        lambda: job_state(dispatch_url, flaky).get("state") == "failed",
+        timeout=60,
+        what="the flaky Job to fail",
+    )
+    reasons = [c["reason"] for c in job_state(dispatch_url, flaky)["conditions"]]  # type: ignore[union-attr]
+    assert "BackoffLimitExceeded" in reasons
+
+
+def test_bad_requests(dispatch_url: str) -> None:
+    assert post(dispatch_url, "nope", "k").status_code == 404
+    bad = post(dispatch_url, "work", "k", PATH="/evil")
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "data", "PATH"]
+    typed = httpx.post(
+        f"{dispatch_url}/v1/jobs", json={"template": "work", "key": "k", "data": {"ROW_ID": 1}}
+    )
+    assert typed.status_code == 422 and typed.json()["detail"][0]["loc"][:3] == [
+        "body",
+        "data",
+        "ROW_ID",
+    ]

@@ -1,0 +1,140 @@
+"""/v1/jobs against a fake API server: the decisions that need no real cluster."""
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import yaml
+
+from tests.extender.conftest import ClientFactory
+from tests.fakekube import FakeCluster, FakeCollection
+from tests.payloads import node
+
+pytestmark = pytest.mark.anyio
+
+TEMPLATES = {
+    "templates": [
+        {
+            "name": "work",
+            "namespace": "batch",
+            "image": "img",
+            "resources": {"requests": {"cpu": "2"}},
+            "allowedKeys": {"names": ["ROW_ID"]},
+            "maxActive": 1,
+        },
+        {
+            "name": "huge",
+            "namespace": "batch",
+            "image": "img",
+            "resources": {"requests": {"cpu": "64"}},
+        },
+    ]
+}
+
+
+class JobsAPI(FakeCluster):
+    """Lists and watches from collections; POST of a Job answers 201, or 409 when the name
+    was created before, or the scripted status."""
+
+    def __init__(self, post_status: int | None = None) -> None:
+        small = node("n1", index=1, images=0)
+        small["status"]["allocatable"] = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+        super().__init__(
+            {
+                "/api/v1/nodes": FakeCollection([(1, [small])]),
+                "/api/v1/pods": FakeCollection([(1, [])]),
+                "/apis/batch/v1/jobs": FakeCollection([(1, [])]),
+            }
+        )
+        self.created: dict[str, dict[str, Any]] = {}
+        self.post_status = post_status
+
+    async def handler(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "POST" and path == "/apis/batch/v1/namespaces/batch/jobs":
+            if self.post_status:
+                return httpx.Response(
+                    self.post_status, json={"code": self.post_status, "message": "nope"}
+                )
+            body = yaml.safe_load(request.content)
+            name = body["metadata"]["name"]
+            if name in self.created:
+                return httpx.Response(409, json={"code": 409, "reason": "AlreadyExists"})
+            body["metadata"]["uid"] = f"uid-{len(self.created)}"
+            self.created[name] = body
+            return httpx.Response(201, json=body)
+        if request.method == "GET" and path.startswith("/apis/batch/v1/namespaces/batch/jobs/"):
+            return httpx.Response(200, json=self.created[path.rsplit("/", 1)[1]])
+        return await super().handler(request)
+
+
+async def ready(make_client: ClientFactory, api: JobsAPI, tmp_path: Path) -> httpx.AsyncClient:
+    path = tmp_path / "templates.yaml"
+    path.write_text(yaml.safe_dump(TEMPLATES))
+    client = await make_client(fake=api, job_templates=path)
+    for _ in range(200):
+        if (await client.get("/readyz")).status_code == 200:
+            return client
+        await anyio.sleep(0.01)
+    raise AssertionError("not ready")
+
+
+async def test_dispatch_is_off_without_templates(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/jobs", json={"template": "work", "key": "k"})
+    assert response.status_code == 404 and "--job-templates" in response.json()["detail"]
+
+
+async def test_create_then_duplicate_then_max_active(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = JobsAPI()
+    client = await ready(make_client, api, tmp_path)
+    first = await client.post(
+        "/v1/jobs", json={"template": "work", "key": "a", "data": {"ROW_ID": "1"}}
+    )
+    assert first.status_code == 201 and first.json()["created"] is True
+    again = await client.post("/v1/jobs", json={"template": "work", "key": "a"})
+    assert again.status_code == 200 and again.json()["uid"] == first.json()["uid"]
+    # the Job created a moment ago counts at once: maxActive 1 is reached
+    busy = await client.post("/v1/jobs", json={"template": "work", "key": "b"})
+    assert busy.status_code == 429 and busy.headers["Retry-After"] == "10"
+    assert "1 active Jobs (maxActive 1)" in busy.json()["detail"]
+    assert len(api.created) == 1
+
+
+async def test_no_node_fits(make_client: ClientFactory, tmp_path: Path) -> None:
+    client = await ready(make_client, JobsAPI(), tmp_path)
+    response = await client.post("/v1/jobs", json={"template": "huge", "key": "a"})
+    assert (
+        response.status_code == 429 and "no schedulable node can fit" in response.json()["detail"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "loc"),
+    [
+        ({"template": "work"}, 422, ["body", "key"]),
+        ({"template": "work", "key": "k", "data": {"ROW_ID": 7}}, 422, ["body", "data", "ROW_ID"]),
+        ({"template": "work", "key": "k", "data": {"OTHER": "x"}}, 422, ["body", "data", "OTHER"]),
+        ({"template": "work", "key": "k", "extra": 1}, 422, ["body", "extra"]),
+        ({"template": "nope", "key": "k"}, 404, None),
+    ],
+)
+async def test_bad_requests_name_the_field(
+    make_client: ClientFactory, tmp_path: Path, body: dict, status: int, loc: list | None
+) -> None:
+    client = await ready(make_client, JobsAPI(), tmp_path)
+    response = await client.post("/v1/jobs", json=body)
+    assert response.status_code == status, response.text
+    if loc is not None:
+        assert response.json()["detail"][0]["loc"][: len(loc)] == loc
+
+
+async def test_api_server_refusal_is_a_502(make_client: ClientFactory, tmp_path: Path) -> None:
+    client = await ready(make_client, JobsAPI(post_status=403), tmp_path)
+    response = await client.post("/v1/jobs", json={"template": "work", "key": "a"})
+    assert response.status_code == 502 and "403" in response.json()["detail"]
+    missing = await client.get("/v1/jobs/batch/nothing")
+    assert missing.status_code == 404
