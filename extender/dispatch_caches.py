@@ -155,3 +155,55 @@ class TemplatePodStore:
             self.pods.pop(item.metadata.uid, None)
         else:
             self.pods[item.metadata.uid] = item
+
+
+class ObjectRef(msgspec.Struct, gc=False):
+    name: str = ""
+
+
+class CronJobSpec(msgspec.Struct, gc=False):
+    schedule: str = ""
+    timeZone: str | None = None
+    concurrencyPolicy: str | None = None
+    suspend: bool | None = None
+    successfulJobsHistoryLimit: int | None = None
+    failedJobsHistoryLimit: int | None = None
+    startingDeadlineSeconds: int | None = None
+
+
+class CronJobStatus(msgspec.Struct, gc=False):
+    active: list[ObjectRef] | None = None
+    lastScheduleTime: str | None = None
+    lastSuccessfulTime: str | None = None
+
+
+class CronJob(msgspec.Struct, gc=False):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: CronJobSpec = msgspec.field(default_factory=CronJobSpec)
+    status: CronJobStatus = msgspec.field(default_factory=CronJobStatus)
+
+    @property
+    def template(self) -> str:
+        return (self.metadata.labels or {}).get(TEMPLATE_LABEL, "")
+
+
+CRONJOB_DECODER = msgspec.json.Decoder(CronJob)
+
+
+class CronJobStore:
+    """Dispatched CronJobs by (namespace, name)."""
+
+    def __init__(self) -> None:
+        self.cronjobs: dict[tuple[str, str], CronJob] = {}
+
+    def put(self, item: CronJob) -> None:
+        self.cronjobs[(item.metadata.namespace, item.metadata.name)] = item
+
+    def replace(self, items: Sequence[CronJob]) -> None:
+        self.cronjobs = {(c.metadata.namespace, c.metadata.name): c for c in items}
+
+    def apply(self, event: str, item: CronJob) -> None:
+        if event == "DELETED":
+            self.cronjobs.pop((item.metadata.namespace, item.metadata.name), None)
+        else:
+            self.put(item)

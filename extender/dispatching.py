@@ -13,11 +13,20 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, TypeVar
 
 import httpx
 
-from extender.dispatch_caches import JOB_DECODER, Job, JobStore, TemplatePodStore
-from extender.job_building import build_job, job_name
+from extender.dispatch_caches import (
+    CRONJOB_DECODER,
+    JOB_DECODER,
+    CronJob,
+    CronJobStore,
+    Job,
+    JobStore,
+    TemplatePodStore,
+)
+from extender.job_building import build_cronjob, build_job, job_name
 from extender.node_loads import NodeLoadCache
 from extender.templates import JobTemplate
 from shared.errors import APIConflictError
@@ -36,9 +45,12 @@ class Backpressure(Exception):
         self.retry_after = retry_after
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Dispatched:
-    job: Job
+class Dispatched(Generic[T]):
+    item: T
     created: bool
 
 
@@ -54,7 +66,9 @@ class Dispatcher:
         nodes: NodeLoadCache,
         clock: Callable[[], datetime],
         retry_after: int = 10,
+        cronjobs: CronJobStore | None = None,
     ) -> None:
+        self.cronjobs = cronjobs
         self.templates = templates
         self._client = client
         self.jobs = jobs
@@ -99,7 +113,7 @@ class Dispatcher:
 
     async def dispatch(
         self, template: JobTemplate, key: str, data: Mapping[str, str], overrides: Mapping[str, int]
-    ) -> Dispatched:
+    ) -> Dispatched[Job]:
         body = build_job(template, key, data, overrides)  # validates first: 422 beats 200/429
         name = job_name(template, key)
         existing = self.jobs.jobs.get((template.namespace, name))
@@ -118,13 +132,41 @@ class Dispatcher:
         logger.info("job/%s/%s: created for template %s", template.namespace, name, template.name)
         return Dispatched(job, created=True)
 
-    async def delete(self, namespace: str, name: str) -> None:
-        """Delete with foreground propagation (the Job's pods go first)."""
+    async def delete(self, namespace: str, name: str, *, kind: str = "jobs") -> None:
+        """Delete with foreground propagation (the Job's pods, the CronJob's Jobs go first)."""
         await self._send(
             "DELETE",
-            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
+            f"/apis/batch/v1/namespaces/{namespace}/{kind}/{name}",
             json={"propagationPolicy": "Foreground"},
         )
+
+    async def apply_cronjob(
+        self,
+        template: JobTemplate,
+        key: str,
+        data: Mapping[str, str],
+        schedule: Mapping[str, object],
+    ) -> Dispatched[CronJob]:
+        """Create the key's CronJob, or update its schedule and data (a merge patch)."""
+        body = build_cronjob(template, key, data, schedule)
+        path = f"/apis/batch/v1/namespaces/{template.namespace}/cronjobs"
+        try:
+            item = CRONJOB_DECODER.decode(await self._send("POST", path, json=body))
+            created = True
+        except APIConflictError:
+            patch = {"metadata": body["metadata"], "spec": body["spec"]}
+            item = CRONJOB_DECODER.decode(
+                await self._send(
+                    "PATCH",
+                    f"{path}/{body['metadata']['name']}",
+                    json=patch,
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+            )
+            created = False
+        if self.cronjobs is not None:
+            self.cronjobs.put(item)
+        return Dispatched(item, created)
 
     async def _send(self, method: str, path: str, **kwargs: object) -> bytes:
         try:

@@ -9,8 +9,11 @@
 from __future__ import annotations
 
 import hashlib
+import zoneinfo
 from collections.abc import Mapping
 from typing import Any
+
+from croniter import croniter
 
 from extender.templates import ENV_NAME, JobTemplate
 
@@ -115,6 +118,70 @@ def build_job(
             "namespace": template.namespace,
             "labels": {**labels, KEY_HASH_LABEL: key_hash(template.name, key)},
             "annotations": {KEY_ANNOTATION: key},
+        },
+        "spec": spec,
+    }
+
+
+CRON_MACROS = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
+
+
+def cronjob_name(template: JobTemplate, key: str) -> str:
+    """``<template>-<10 hex digits>``: at most 51 characters (a CronJob's limit is 52, so the
+    Jobs it creates can carry an 11-character suffix)."""
+    return f"{template.name}-{key_hash(template.name, key)[:10]}"
+
+
+def check_schedule(schedule: str, time_zone: str | None) -> None:
+    """The schedule as kube-controller-manager accepts it: five fields or a macro, no
+    ``TZ=`` prefix (use ``timeZone``); the time zone must be a known IANA name."""
+    text = schedule.strip()
+    if "TZ=" in text:
+        raise InvalidDispatch("schedule", "set the time zone with timeZone, not TZ= in schedule")
+    if text.startswith("@"):
+        if text not in CRON_MACROS:
+            raise InvalidDispatch(
+                "schedule", f"unknown macro {text!r}; one of {sorted(CRON_MACROS)}"
+            )
+    elif len(text.split()) != 5 or not croniter.is_valid(text):
+        raise InvalidDispatch(
+            "schedule", f"not a five-field cron schedule (minute hour day month weekday): {text!r}"
+        )
+    if time_zone is not None:
+        try:
+            zoneinfo.ZoneInfo(time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+            raise InvalidDispatch("timeZone", f"unknown time zone {time_zone!r}") from e
+
+
+def build_cronjob(
+    template: JobTemplate,
+    key: str,
+    data: Mapping[str, str],
+    schedule: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A ``batch/v1`` CronJob whose Jobs are what :func:`build_job` makes; ``schedule`` holds
+    the CronJob spec fields (schedule, timeZone, concurrencyPolicy, history limits, ...)."""
+    check_schedule(str(schedule["schedule"]), schedule.get("timeZone"))
+    job = build_job(template, key, data, {})
+    spec = {k: v for k, v in schedule.items() if v is not None}
+    spec["jobTemplate"] = {
+        "metadata": {
+            "labels": job["metadata"]["labels"],
+            "annotations": job["metadata"]["annotations"],
+        },
+        "spec": job["spec"],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": cronjob_name(template, key),
+            "namespace": template.namespace,
+            "labels": job["metadata"]["labels"],
+            "annotations": job["metadata"]["annotations"],
         },
         "spec": spec,
     }

@@ -13,8 +13,16 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
-from extender.api.routes import health, jobs, scheduler
-from extender.dispatch_caches import JOB_DECODER, Job, JobStore, TemplatePodStore
+from extender.api.routes import cronjobs, health, jobs, scheduler
+from extender.dispatch_caches import (
+    CRONJOB_DECODER,
+    JOB_DECODER,
+    CronJob,
+    CronJobStore,
+    Job,
+    JobStore,
+    TemplatePodStore,
+)
 from extender.dispatching import Dispatcher
 from extender.elastic_quota import QuotaGate
 from extender.job_building import TEMPLATE_LABEL
@@ -64,7 +72,7 @@ def _watches(
     ledger: QuotaLedger,
     *,
     quotas: bool,
-    dispatch: tuple[JobStore, TemplatePodStore] | None,
+    dispatch: tuple[JobStore, TemplatePodStore, CronJobStore] | None,
 ) -> list[Reflector[Any]]:
     """The watches besides nodes: every pod (what nodes and namespaces use, and the pods of
     dispatched Jobs), ElasticQuotas, and dispatched Jobs."""
@@ -98,6 +106,16 @@ def _watches(
                 decode=JOB_DECODER.decode,
                 store=dispatch[0],
                 name="dispatched jobs",
+                label_selector=TEMPLATE_LABEL,
+            )
+        )
+        reflectors.append(
+            Reflector[CronJob](
+                client=client,
+                path="/apis/batch/v1/cronjobs",
+                decode=CRONJOB_DECODER.decode,
+                store=dispatch[2],
+                name="dispatched cronjobs",
                 label_selector=TEMPLATE_LABEL,
             )
         )
@@ -159,7 +177,7 @@ def create_app(
             reflectors: list[Reflector[Any]] = [state.node_reflector]
             dispatch = None
             if templates is not None:
-                dispatch = (JobStore(), TemplatePodStore())
+                dispatch = (JobStore(), TemplatePodStore(), CronJobStore())
                 state.dispatcher = Dispatcher(
                     templates=templates,
                     client=client,
@@ -169,6 +187,7 @@ def create_app(
                     nodes=node_cache,
                     clock=clock,
                     retry_after=settings.dispatch_retry_after,
+                    cronjobs=dispatch[2],
                 )
             if quota is not None or dispatch is not None:
                 state.watches = _watches(
@@ -192,4 +211,5 @@ def create_app(
     app.include_router(scheduler.router)
     app.include_router(health.router)
     app.include_router(jobs.router)
+    app.include_router(cronjobs.router)
     return app

@@ -220,3 +220,51 @@ def test_bad_requests(dispatch_url: str) -> None:
         "data",
         "ROW_ID",
     ]
+
+
+def test_cronjob_fires_and_respects_forbid(sandbox: Sandbox, dispatch_url: str) -> None:
+    body = {
+        "template": "work",
+        "key": "every-minute",
+        "schedule": "* * * * *",
+        "concurrencyPolicy": "Forbid",
+        "data": {"ROW_ID": "cron"},
+    }
+    created = httpx.post(f"{dispatch_url}/v1/cronjobs", json=body, timeout=30)
+    assert created.status_code == 201, created.text
+    name = created.json()["name"]
+    batch = k8s.BatchV1Api(sandbox.api)
+
+    def jobs_of_cron() -> list[k8s.V1Job]:
+        return [
+            j
+            for j in batch.list_namespaced_job(NAMESPACE).items
+            if any(
+                o.kind == "CronJob" and o.name == name for o in j.metadata.owner_references or ()
+            )
+        ]
+
+    wait_for(lambda: len(jobs_of_cron()) == 1, timeout=90, what="the CronJob to fire")
+    first = jobs_of_cron()[0]
+    assert first.spec.template.spec.containers[0].env[0].value == "cron"
+    described = httpx.get(f"{dispatch_url}/v1/cronjobs/{NAMESPACE}/{name}").json()
+    assert described["schedule"] == "* * * * *" and described["concurrencyPolicy"] == "Forbid"
+    # its Job never finishes (no kubelet): the next minutes are skipped, not run beside it
+    scheduled = first.metadata.creation_timestamp
+    wait_for(
+        lambda: any(
+            e.reason == "JobAlreadyActive"
+            for e in sandbox.core.list_namespaced_event(
+                NAMESPACE, field_selector=f"involvedObject.name={name}"
+            ).items
+        ),
+        timeout=90,
+        what="the CronJob controller to skip a run under Forbid",
+    )
+    assert [j.metadata.name for j in jobs_of_cron()] == [first.metadata.name]
+    assert scheduled is not None
+    # the same key updates the CronJob
+    updated = httpx.post(f"{dispatch_url}/v1/cronjobs", json=body | {"suspend": True}, timeout=30)
+    assert updated.status_code == 200 and updated.json()["uid"] == created.json()["uid"]
+    assert batch.read_namespaced_cron_job(name, NAMESPACE).spec.suspend is True
+    assert httpx.delete(f"{dispatch_url}/v1/cronjobs/{NAMESPACE}/{name}").status_code == 200

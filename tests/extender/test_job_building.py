@@ -2,7 +2,14 @@ from pathlib import Path
 
 import pytest
 
-from extender.job_building import InvalidDispatch, build_job, job_name
+from extender.job_building import (
+    InvalidDispatch,
+    build_cronjob,
+    build_job,
+    check_schedule,
+    cronjob_name,
+    job_name,
+)
 from extender.templates import JobTemplate, load_templates, parse_templates
 from shared.errors import ConfigError
 
@@ -132,3 +139,46 @@ def test_invalid_requests_name_the_field(key: str, data: dict, overrides: dict, 
 def test_static_env_may_not_be_caller_data() -> None:
     with pytest.raises(ConfigError, match="static env"):
         template(env=[{"name": "REPORT_ID", "value": "x"}])
+
+
+@pytest.mark.parametrize(
+    ("schedule", "zone", "field"),
+    [
+        ("*/5 * * * *", None, None),
+        ("@hourly", "Europe/Berlin", None),
+        ("0 3 * * 1-5", "UTC", None),
+        ("* * * * * *", None, "schedule"),  # seconds: croniter takes it, Kubernetes does not
+        ("61 * * * *", None, "schedule"),
+        ("@often", None, "schedule"),
+        ("TZ=UTC 0 * * * *", None, "schedule"),
+        ("0 * * * *", "Mars/Olympus", "timeZone"),
+    ],
+)
+def test_schedules(schedule: str, zone: str | None, field: str | None) -> None:
+    if field is None:
+        check_schedule(schedule, zone)
+        return
+    with pytest.raises(InvalidDispatch) as error:
+        check_schedule(schedule, zone)
+    assert error.value.field == field
+
+
+def test_cronjob_body() -> None:
+    t = template()
+    cron = build_cronjob(
+        t,
+        "nightly",
+        {"REPORT_ID": "9"},
+        {"schedule": "0 3 * * *", "timeZone": None, "suspend": False},
+    )
+    assert (
+        cron["metadata"]["name"] == cronjob_name(t, "nightly")
+        and len(cron["metadata"]["name"]) <= 52
+    )
+    assert cron["spec"]["schedule"] == "0 3 * * *" and "timeZone" not in cron["spec"]
+    job_spec = cron["spec"]["jobTemplate"]["spec"]
+    assert job_spec["template"]["spec"]["containers"][0]["env"][-1] == {
+        "name": "REPORT_ID",
+        "value": "9",
+    }
+    assert cron["spec"]["jobTemplate"]["metadata"]["labels"]["loadsched.io/template"] == "report"

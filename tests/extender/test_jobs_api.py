@@ -46,6 +46,7 @@ class JobsAPI(FakeCluster):
                 "/api/v1/nodes": FakeCollection([(1, [small])]),
                 "/api/v1/pods": FakeCollection([(1, [])]),
                 "/apis/batch/v1/jobs": FakeCollection([(1, [])]),
+                "/apis/batch/v1/cronjobs": FakeCollection([(1, [])]),
             }
         )
         self.created: dict[str, dict[str, Any]] = {}
@@ -65,6 +66,18 @@ class JobsAPI(FakeCluster):
             body["metadata"]["uid"] = f"uid-{len(self.created)}"
             self.created[name] = body
             return httpx.Response(201, json=body)
+        if path.startswith("/apis/batch/v1/namespaces/batch/cronjobs"):
+            body = yaml.safe_load(request.content)
+            if request.method == "POST":
+                name = body["metadata"]["name"]
+                if name in self.created:
+                    return httpx.Response(409, json={"code": 409, "reason": "AlreadyExists"})
+                body["metadata"]["uid"] = "cron-uid"
+                self.created[name] = body
+                return httpx.Response(201, json=body)
+            name = path.rsplit("/", 1)[1]
+            self.created[name]["spec"].update(body["spec"])
+            return httpx.Response(200, json=self.created[name])
         if request.method == "GET" and path.startswith("/apis/batch/v1/namespaces/batch/jobs/"):
             return httpx.Response(200, json=self.created[path.rsplit("/", 1)[1]])
         return await super().handler(request)
@@ -138,3 +151,39 @@ async def test_api_server_refusal_is_a_502(make_client: ClientFactory, tmp_path:
     assert response.status_code == 502 and "403" in response.json()["detail"]
     missing = await client.get("/v1/jobs/batch/nothing")
     assert missing.status_code == 404
+
+
+async def test_cronjobs_create_then_update(make_client: ClientFactory, tmp_path: Path) -> None:
+    api = JobsAPI()
+    client = await ready(make_client, api, tmp_path)
+    body = {"template": "work", "key": "nightly", "schedule": "0 3 * * *", "data": {"ROW_ID": "1"}}
+    first = await client.post("/v1/cronjobs", json=body)
+    assert first.status_code == 201, first.text
+    name = first.json()["name"]
+    assert api.created[name]["spec"]["concurrencyPolicy"] == "Forbid"
+    again = await client.post("/v1/cronjobs", json=body | {"schedule": "0 4 * * *"})
+    assert again.status_code == 200 and again.json()["created"] is False
+    assert api.created[name]["spec"]["schedule"] == "0 4 * * *"
+    listed = await client.get("/v1/cronjobs")
+    assert [c["name"] for c in listed.json()["items"]] == [name]
+
+
+@pytest.mark.parametrize(
+    ("extra", "loc"),
+    [
+        ({"schedule": "every day"}, ["body", "schedule"]),
+        ({"schedule": "0 3 * * *", "timeZone": "Nowhere/Else"}, ["body", "timeZone"]),
+        (
+            {"schedule": "0 3 * * *", "concurrencyPolicy": "Sometimes"},
+            ["body", "concurrencyPolicy"],
+        ),
+        ({"schedule": "0 3 * * *", "suspend": "yes"}, ["body", "suspend"]),
+    ],
+)
+async def test_bad_cronjobs_name_the_field(
+    make_client: ClientFactory, tmp_path: Path, extra: dict, loc: list
+) -> None:
+    client = await ready(make_client, JobsAPI(), tmp_path)
+    response = await client.post("/v1/cronjobs", json={"template": "work", "key": "k"} | extra)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][: len(loc)] == loc

@@ -48,12 +48,12 @@ def dispatcher(state: StateDep) -> Dispatcher:
 DispatcherDep = Annotated[Dispatcher, Depends(dispatcher)]
 
 
-def _invalid(error: InvalidDispatch) -> HTTPException:
+def invalid(error: InvalidDispatch) -> HTTPException:
     loc = ["body", *error.field.split(".", 1)]
     return HTTPException(422, [{"loc": loc, "msg": error.message, "type": "value_error"}])
 
 
-def _upstream(error: LoadschedError) -> HTTPException:
+def upstream(error: LoadschedError) -> HTTPException:
     if isinstance(error, APIError):
         return HTTPException(502, f"the API server refused: {error}")
     return HTTPException(503, f"the API server is unreachable: {error}")
@@ -69,16 +69,16 @@ async def dispatch(
     try:
         result = await dispatcher.dispatch(template, request.key, request.data, request.overrides)
     except InvalidDispatch as e:
-        raise _invalid(e) from e
+        raise invalid(e) from e
     except Backpressure as e:
         return JSONResponse(
             {"detail": e.reason}, status_code=429, headers={"Retry-After": str(e.retry_after)}
         )
     except LoadschedError as e:
-        raise _upstream(e) from e
+        raise upstream(e) from e
     if not result.created:
         response.status_code = 200
-    meta = result.job.metadata
+    meta = result.item.metadata
     return DispatchResponse(
         namespace=meta.namespace, name=meta.name, uid=meta.uid, created=result.created
     )
@@ -151,7 +151,7 @@ async def delete_job(namespace: str, name: str, dispatcher: DispatcherDep) -> di
     except APINotFoundError as e:
         raise HTTPException(404, f"no dispatched Job {namespace}/{name}") from e
     except LoadschedError as e:
-        raise _upstream(e) from e
+        raise upstream(e) from e
     return {"namespace": namespace, "name": name, "deleted": True, "propagation": "Foreground"}
 
 

@@ -1,0 +1,126 @@
+"""``/v1/cronjobs``: a task on a cron schedule, as a ``batch/v1`` CronJob of a template."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+from extender.api.routes.jobs import DispatcherDep, invalid, upstream
+from extender.dispatch_caches import CronJob
+from extender.job_building import MAX_KEY_LENGTH, InvalidDispatch
+from shared.errors import APINotFoundError, LoadschedError
+
+router = APIRouter(prefix="/v1/cronjobs", tags=["job dispatch"])
+
+Count = Annotated[int, Field(ge=0, le=100, strict=True)]
+
+
+class CronRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    template: StrictStr = Field(min_length=1, max_length=63)
+    key: StrictStr = Field(min_length=1, max_length=MAX_KEY_LENGTH)
+    schedule: StrictStr = Field(min_length=1, max_length=200)
+    time_zone: StrictStr | None = Field(default=None, alias="timeZone")
+    concurrency_policy: Literal["Allow", "Forbid", "Replace"] = Field(
+        default="Forbid", alias="concurrencyPolicy"
+    )
+    successful_jobs_history_limit: Count = Field(default=3, alias="successfulJobsHistoryLimit")
+    failed_jobs_history_limit: Count = Field(default=1, alias="failedJobsHistoryLimit")
+    starting_deadline_seconds: int | None = Field(
+        default=None, ge=1, strict=True, alias="startingDeadlineSeconds"
+    )
+    suspend: StrictBool = False
+    data: dict[StrictStr, StrictStr] = {}
+
+
+class CronResponse(BaseModel):
+    namespace: str
+    name: str
+    uid: str
+    created: bool
+
+
+@router.post("", status_code=201, response_model=CronResponse)
+async def apply_cronjob(
+    request: CronRequest, dispatcher: DispatcherDep, response: Response
+) -> CronResponse:
+    template = dispatcher.templates.get(request.template)
+    if template is None:
+        raise HTTPException(404, f"unknown template {request.template!r}")
+    spec = {
+        "schedule": request.schedule,
+        "timeZone": request.time_zone,
+        "concurrencyPolicy": request.concurrency_policy,
+        "successfulJobsHistoryLimit": request.successful_jobs_history_limit,
+        "failedJobsHistoryLimit": request.failed_jobs_history_limit,
+        "startingDeadlineSeconds": request.starting_deadline_seconds,
+        "suspend": request.suspend,
+    }
+    try:
+        result = await dispatcher.apply_cronjob(template, request.key, request.data, spec)
+    except InvalidDispatch as e:
+        raise invalid(e) from e
+    except LoadschedError as e:
+        raise upstream(e) from e
+    if not result.created:
+        response.status_code = 200
+    meta = result.item.metadata
+    return CronResponse(
+        namespace=meta.namespace, name=meta.name, uid=meta.uid, created=result.created
+    )
+
+
+def describe(cron: CronJob) -> dict[str, Any]:
+    meta, spec, status = cron.metadata, cron.spec, cron.status
+    return {
+        "namespace": meta.namespace,
+        "name": meta.name,
+        "uid": meta.uid,
+        "template": cron.template,
+        "schedule": spec.schedule,
+        "timeZone": spec.timeZone,
+        "concurrencyPolicy": spec.concurrencyPolicy,
+        "suspend": spec.suspend,
+        "active": [ref.name for ref in status.active or ()],
+        "lastScheduleTime": status.lastScheduleTime,
+        "lastSuccessfulTime": status.lastSuccessfulTime,
+    }
+
+
+def _cached(dispatcher: DispatcherDep) -> dict[tuple[str, str], CronJob]:
+    return dispatcher.cronjobs.cronjobs if dispatcher.cronjobs is not None else {}
+
+
+@router.get("")
+async def list_cronjobs(dispatcher: DispatcherDep, template: str | None = None) -> dict[str, Any]:
+    items = [
+        describe(c)
+        for c in _cached(dispatcher).values()
+        if template is None or c.template == template
+    ]
+    items.sort(key=lambda c: (c["namespace"], c["name"]))
+    return {"items": items}
+
+
+@router.get("/{namespace}/{name}")
+async def read_cronjob(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+    cron = _cached(dispatcher).get((namespace, name))
+    if cron is None:
+        raise HTTPException(404, f"no dispatched CronJob {namespace}/{name}")
+    return describe(cron)
+
+
+@router.delete("/{namespace}/{name}")
+async def delete_cronjob(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+    if (namespace, name) not in _cached(dispatcher):
+        raise HTTPException(404, f"no dispatched CronJob {namespace}/{name}")
+    try:
+        await dispatcher.delete(namespace, name, kind="cronjobs")
+    except APINotFoundError as e:
+        raise HTTPException(404, f"no dispatched CronJob {namespace}/{name}") from e
+    except LoadschedError as e:
+        raise upstream(e) from e
+    return {"namespace": namespace, "name": name, "deleted": True, "propagation": "Foreground"}
