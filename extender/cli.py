@@ -42,6 +42,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--job-templates", help="job templates file; enables /v1/jobs")
     parser.add_argument(
+        "--dispatch-auth", help="tokenreview (default), static or none: who may use /v1/jobs"
+    )
+    parser.add_argument("--dispatch-tokens-file", help="tokens for --dispatch-auth static")
+    parser.add_argument(
         "--dispatch-retry-after", type=int, help="Retry-After seconds of a 429 (default 10)"
     )
     parser.add_argument("--max-body-bytes", type=int, help="largest request body accepted")

@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 import httpx
 
+from extender.authorizing import Authorizer
 from extender.dispatch_caches import (
     CRONJOB_DECODER,
     JOB_DECODER,
@@ -67,8 +68,10 @@ class Dispatcher:
         clock: Callable[[], datetime],
         retry_after: int = 10,
         cronjobs: CronJobStore | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.cronjobs = cronjobs
+        self.authorizer = authorizer or Authorizer("none")
         self.templates = templates
         self._client = client
         self.jobs = jobs

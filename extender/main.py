@@ -14,6 +14,7 @@ import httpx
 from fastapi import FastAPI
 
 from extender.api.routes import cronjobs, health, jobs, scheduler
+from extender.authorizing import Authorizer, load_static_tokens
 from extender.dispatch_caches import (
     CRONJOB_DECODER,
     JOB_DECODER,
@@ -147,8 +148,19 @@ def create_app(
     if settings.elastic_quota:
         quota = _quota_gate(ledger, _needs_cluster("elastic_quota", node_cache), metrics)
     templates = load_templates(settings.job_templates) if settings.job_templates else None
+    static_tokens = None
     if templates is not None:
         _needs_cluster("job_templates", node_cache)
+        if settings.dispatch_auth == "static":
+            if settings.dispatch_tokens_file is None:
+                raise ConfigError(
+                    flag_and_variable("dispatch_tokens_file"),
+                    "",
+                    "needed by --dispatch-auth static",
+                )
+            static_tokens = load_static_tokens(settings.dispatch_tokens_file)
+        elif settings.dispatch_auth == "none":
+            logger.warning("/v1/jobs accepts requests from anyone (--dispatch-auth none)")
     state = ExtenderState(
         settings=settings,
         policy=policy,
@@ -188,6 +200,9 @@ def create_app(
                     clock=clock,
                     retry_after=settings.dispatch_retry_after,
                     cronjobs=dispatch[2],
+                    authorizer=Authorizer(
+                        settings.dispatch_auth, client=client, static_tokens=static_tokens
+                    ),
                 )
             if quota is not None or dispatch is not None:
                 state.watches = _watches(

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from extender.authorizing import AuthMode
 from shared.logs import LogFormat
 from shared.settings import ENV_PREFIX, build_settings
 
@@ -34,6 +35,12 @@ class ExtenderSettings(BaseSettings):
     bound (kube-scheduler binds asynchronously)."""
     job_templates: Path | None = None
     """Job templates file (YAML); enables the job-dispatch API /v1/jobs. Needs a cluster."""
+    dispatch_auth: AuthMode = "tokenreview"
+    """Who may use /v1/jobs: tokenreview (bearer tokens checked by the API server, actions by
+    SubjectAccessReview: the cluster's RBAC decides), static (--dispatch-tokens-file), or none
+    (no checks; only when set explicitly)."""
+    dispatch_tokens_file: Path | None = None
+    """For --dispatch-auth static: token,user,uid,"groups" lines (kube-apiserver's format)."""
     dispatch_retry_after: int = Field(default=10, ge=1)
     """Seconds a 429 from /v1/jobs asks the caller to wait (Retry-After)."""
     max_body_bytes: int = Field(default=256 * 1024 * 1024, gt=0)

@@ -20,6 +20,44 @@ from sandbox.processes import wait_for
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "dispatch"
+AUTH: dict[str, str] = {}
+"""The Authorization header of the service account allowed to dispatch (set by the fixture)."""
+
+
+def service_account_token(sandbox: Sandbox, name: str) -> str:
+    sandbox.core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": name}})
+    request = sandbox.core.create_namespaced_service_account_token(
+        name, NAMESPACE, {"spec": {"expirationSeconds": 3600}}
+    )
+    return str(request.status.token)
+
+
+def grant_dispatch(sandbox: Sandbox, account: str) -> None:
+    """What the cluster's RBAC must allow a dispatcher: batch jobs and cronjobs."""
+    rbac = k8s.RbacAuthorizationV1Api(sandbox.api)
+    rbac.create_cluster_role(
+        {
+            "metadata": {"name": "loadsched-dispatch-test"},
+            "rules": [
+                {
+                    "apiGroups": ["batch"],
+                    "resources": ["jobs", "cronjobs"],
+                    "verbs": ["create", "get", "list", "watch", "delete"],
+                }
+            ],
+        }
+    )
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": "loadsched-dispatch-test"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "loadsched-dispatch-test",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
+        }
+    )
 
 
 def template(name: str, **extra: object) -> dict[str, object]:
@@ -53,6 +91,8 @@ def dispatch_url(
         )
     )
     url = sandbox.start_extender(name="extender-dispatch", args=["--job-templates", str(path)])
+    grant_dispatch(sandbox, "writer")
+    AUTH["Authorization"] = f"Bearer {service_account_token(sandbox, 'writer')}"
     yield url
     sandbox.supervisor.stop_named("extender-dispatch")
     k8s.BatchV1Api(sandbox.api).delete_collection_namespaced_job(
@@ -63,7 +103,10 @@ def dispatch_url(
 
 def post(url: str, template: str, key: str, **data: str) -> httpx.Response:
     return httpx.post(
-        f"{url}/v1/jobs", json={"template": template, "key": key, "data": data}, timeout=30
+        f"{url}/v1/jobs",
+        json={"template": template, "key": key, "data": data},
+        headers=AUTH,
+        timeout=30,
     )
 
 
@@ -106,7 +149,7 @@ def finish_terminating(sandbox: Sandbox, job: str) -> None:
 
 
 def job_state(url: str, name: str) -> dict[str, object]:
-    response = httpx.get(f"{url}/v1/jobs/{NAMESPACE}/{name}", timeout=10)
+    response = httpx.get(f"{url}/v1/jobs/{NAMESPACE}/{name}", headers=AUTH, timeout=10)
     return response.json() if response.status_code == 200 else {"status": response.status_code}
 
 
@@ -159,12 +202,16 @@ def test_dispatch_idempotency_and_backpressure(sandbox: Sandbox, dispatch_url: s
     described = job_state(dispatch_url, name)
     assert described["succeeded"] == 2 and described["completions"] == 2
     assert set(described["pods"].values()) == {"Succeeded"}  # type: ignore[union-attr]
-    listed = httpx.get(f"{dispatch_url}/v1/jobs", params={"state": "succeeded"}).json()
+    listed = httpx.get(
+        f"{dispatch_url}/v1/jobs", params={"state": "succeeded"}, headers=AUTH
+    ).json()
     assert [j["name"] for j in listed["items"]] == [name]
 
     # DELETE with foreground propagation
     row2 = answers[0].json()["name"]
-    assert httpx.delete(f"{dispatch_url}/v1/jobs/{NAMESPACE}/{row2}").status_code == 200
+    assert (
+        httpx.delete(f"{dispatch_url}/v1/jobs/{NAMESPACE}/{row2}", headers=AUTH).status_code == 200
+    )
     assert job_state(dispatch_url, row2).get("name") == row2  # waits for its pods
     finish_terminating(sandbox, row2)
     wait_for(
@@ -179,7 +226,7 @@ def test_ttl_cleanup_and_backoff_limit(sandbox: Sandbox, dispatch_url: str) -> N
     wait_for(lambda: pods_of(sandbox, short), timeout=30, what="the short Job's pod")
     events: list[str] = []
     with httpx.stream(
-        "GET", f"{dispatch_url}/v1/jobs/{NAMESPACE}/{short}/watch", timeout=60
+        "GET", f"{dispatch_url}/v1/jobs/{NAMESPACE}/{short}/watch", headers=AUTH, timeout=60
     ) as stream:
         for line in stream.iter_lines():
             if line.startswith("event: "):
@@ -213,7 +260,9 @@ def test_bad_requests(dispatch_url: str) -> None:
     bad = post(dispatch_url, "work", "k", PATH="/evil")
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "data", "PATH"]
     typed = httpx.post(
-        f"{dispatch_url}/v1/jobs", json={"template": "work", "key": "k", "data": {"ROW_ID": 1}}
+        f"{dispatch_url}/v1/jobs",
+        json={"template": "work", "key": "k", "data": {"ROW_ID": 1}},
+        headers=AUTH,
     )
     assert typed.status_code == 422 and typed.json()["detail"][0]["loc"][:3] == [
         "body",
@@ -230,7 +279,7 @@ def test_cronjob_fires_and_respects_forbid(sandbox: Sandbox, dispatch_url: str) 
         "concurrencyPolicy": "Forbid",
         "data": {"ROW_ID": "cron"},
     }
-    created = httpx.post(f"{dispatch_url}/v1/cronjobs", json=body, timeout=30)
+    created = httpx.post(f"{dispatch_url}/v1/cronjobs", json=body, headers=AUTH, timeout=30)
     assert created.status_code == 201, created.text
     name = created.json()["name"]
     batch = k8s.BatchV1Api(sandbox.api)
@@ -247,7 +296,7 @@ def test_cronjob_fires_and_respects_forbid(sandbox: Sandbox, dispatch_url: str) 
     wait_for(lambda: len(jobs_of_cron()) == 1, timeout=90, what="the CronJob to fire")
     first = jobs_of_cron()[0]
     assert first.spec.template.spec.containers[0].env[0].value == "cron"
-    described = httpx.get(f"{dispatch_url}/v1/cronjobs/{NAMESPACE}/{name}").json()
+    described = httpx.get(f"{dispatch_url}/v1/cronjobs/{NAMESPACE}/{name}", headers=AUTH).json()
     assert described["schedule"] == "* * * * *" and described["concurrencyPolicy"] == "Forbid"
     # its Job never finishes (no kubelet): the next minutes are skipped, not run beside it
     scheduled = first.metadata.creation_timestamp
@@ -264,7 +313,28 @@ def test_cronjob_fires_and_respects_forbid(sandbox: Sandbox, dispatch_url: str) 
     assert [j.metadata.name for j in jobs_of_cron()] == [first.metadata.name]
     assert scheduled is not None
     # the same key updates the CronJob
-    updated = httpx.post(f"{dispatch_url}/v1/cronjobs", json=body | {"suspend": True}, timeout=30)
+    updated = httpx.post(
+        f"{dispatch_url}/v1/cronjobs", json=body | {"suspend": True}, headers=AUTH, timeout=30
+    )
     assert updated.status_code == 200 and updated.json()["uid"] == created.json()["uid"]
     assert batch.read_namespaced_cron_job(name, NAMESPACE).spec.suspend is True
-    assert httpx.delete(f"{dispatch_url}/v1/cronjobs/{NAMESPACE}/{name}").status_code == 200
+    deleted = httpx.delete(f"{dispatch_url}/v1/cronjobs/{NAMESPACE}/{name}", headers=AUTH)
+    assert deleted.status_code == 200
+
+
+def test_real_service_account_tokens_are_reviewed(sandbox: Sandbox, dispatch_url: str) -> None:
+    body = {"template": "work", "key": "auth-1"}
+    assert httpx.post(f"{dispatch_url}/v1/jobs", json=body).status_code == 401
+    forged = httpx.post(
+        f"{dispatch_url}/v1/jobs", json=body, headers={"Authorization": "Bearer forged"}
+    )
+    assert forged.status_code == 401
+    reader = {"Authorization": f"Bearer {service_account_token(sandbox, 'reader')}"}
+    denied = httpx.post(f"{dispatch_url}/v1/jobs", json=body, headers=reader)
+    assert denied.status_code == 403
+    assert denied.json()["detail"].startswith(
+        f"user system:serviceaccount:{NAMESPACE}:reader may not create jobs in namespace {NAMESPACE}"
+    )
+    assert httpx.get(f"{dispatch_url}/v1/jobs", headers=reader).status_code == 403
+    allowed = httpx.post(f"{dispatch_url}/v1/jobs", json=body, headers=AUTH)
+    assert allowed.status_code in (201, 429), allowed.text  # authorised; may meet backpressure

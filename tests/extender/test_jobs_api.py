@@ -1,5 +1,6 @@
 """/v1/jobs against a fake API server: the decisions that need no real cluster."""
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ class JobsAPI(FakeCluster):
         )
         self.created: dict[str, dict[str, Any]] = {}
         self.post_status = post_status
+        self.reviews: list[str] = []
 
     async def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -78,15 +80,30 @@ class JobsAPI(FakeCluster):
             name = path.rsplit("/", 1)[1]
             self.created[name]["spec"].update(body["spec"])
             return httpx.Response(200, json=self.created[name])
+        if path.endswith("/tokenreviews"):
+            self.reviews.append("token")
+            token = json.loads(request.content)["spec"]["token"]
+            user = {"username": f"system:serviceaccount:batch:{token}", "groups": ["g"]}
+            return httpx.Response(
+                201, json={"status": {"authenticated": token != "bad", "user": user}}
+            )
+        if path.endswith("/subjectaccessreviews"):
+            self.reviews.append("access")
+            spec = json.loads(request.content)["spec"]
+            allowed = spec["user"].endswith(":writer")
+            return httpx.Response(201, json={"status": {"allowed": allowed, "reason": "rbac"}})
         if request.method == "GET" and path.startswith("/apis/batch/v1/namespaces/batch/jobs/"):
             return httpx.Response(200, json=self.created[path.rsplit("/", 1)[1]])
         return await super().handler(request)
 
 
-async def ready(make_client: ClientFactory, api: JobsAPI, tmp_path: Path) -> httpx.AsyncClient:
+async def ready(
+    make_client: ClientFactory, api: JobsAPI, tmp_path: Path, **settings: object
+) -> httpx.AsyncClient:
     path = tmp_path / "templates.yaml"
     path.write_text(yaml.safe_dump(TEMPLATES))
-    client = await make_client(fake=api, job_templates=path)
+    settings.setdefault("dispatch_auth", "none")
+    client = await make_client(fake=api, job_templates=path, **settings)
     for _ in range(200):
         if (await client.get("/readyz")).status_code == 200:
             return client
@@ -187,3 +204,60 @@ async def test_bad_cronjobs_name_the_field(
     response = await client.post("/v1/cronjobs", json={"template": "work", "key": "k"} | extra)
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"][: len(loc)] == loc
+
+
+async def test_tokenreview_and_subjectaccessreview(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    api = JobsAPI()
+    client = await ready(make_client, api, tmp_path, dispatch_auth="tokenreview")
+    body = {"template": "work", "key": "a"}
+    anonymous = await client.post("/v1/jobs", json=body)
+    assert anonymous.status_code == 401 and anonymous.headers["WWW-Authenticate"] == "Bearer"
+    bad = await client.post("/v1/jobs", json=body, headers={"Authorization": "Bearer bad"})
+    assert bad.status_code == 401
+    reader = await client.post("/v1/jobs", json=body, headers={"Authorization": "Bearer reader"})
+    assert reader.status_code == 403
+    assert reader.json()["detail"] == (
+        "user system:serviceaccount:batch:reader may not create jobs in namespace batch: rbac"
+    )
+    writer = {"Authorization": "Bearer writer"}
+    assert (await client.post("/v1/jobs", json=body, headers=writer)).status_code == 201
+    # answers are cached: the second request costs no reviews
+    before = len(api.reviews)
+    assert (await client.post("/v1/jobs", json=body, headers=writer)).status_code == 200
+    assert len(api.reviews) == before
+    # an unknown template is a 404 only for an authenticated caller
+    unknown = await client.post("/v1/jobs", json={"template": "nope", "key": "a"}, headers=writer)
+    assert unknown.status_code == 404
+    assert (await client.post("/v1/jobs", json={"template": "nope", "key": "a"})).status_code == 401
+
+
+async def test_static_tokens(make_client: ClientFactory, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text('s3cret,ci-bot,1001,"ops,ci"\n')
+    client = await ready(
+        make_client, JobsAPI(), tmp_path, dispatch_auth="static", dispatch_tokens_file=tokens
+    )
+    body = {"template": "work", "key": "a"}
+    assert (await client.post("/v1/jobs", json=body)).status_code == 401
+    wrong = await client.post("/v1/jobs", json=body, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    basic = await client.post("/v1/jobs", json=body, headers={"Authorization": "Basic eDp5"})
+    assert basic.status_code == 401 and "bearer" in basic.json()["detail"]
+    ok = await client.post("/v1/jobs", json=body, headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 201
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_static_mode_needs_a_token_file(tmp_path: Path) -> None:
+    from extender.main import create_app
+    from extender.settings import ExtenderSettings
+    from shared.errors import ConfigError
+    from shared.kube.config import KubeEndpoint
+
+    path = tmp_path / "templates.yaml"
+    path.write_text(yaml.safe_dump(TEMPLATES))
+    settings = ExtenderSettings(job_templates=path, dispatch_auth="static")
+    with pytest.raises(ConfigError, match="dispatch-tokens-file"):
+        create_app(settings, endpoint=KubeEndpoint(host="https://api.test"))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from extender.api.routes.jobs import DispatcherDep, invalid, upstream
+from extender.api.routes.jobs import DispatcherDep, authorize, invalid, upstream
 from extender.dispatch_caches import CronJob
 from extender.job_building import MAX_KEY_LENGTH, InvalidDispatch
 from shared.errors import APINotFoundError, LoadschedError
@@ -45,9 +45,12 @@ class CronResponse(BaseModel):
 
 @router.post("", status_code=201, response_model=CronResponse)
 async def apply_cronjob(
-    request: CronRequest, dispatcher: DispatcherDep, response: Response
+    request: CronRequest, dispatcher: DispatcherDep, response: Response, http: Request
 ) -> CronResponse:
     template = dispatcher.templates.get(request.template)
+    await authorize(
+        dispatcher, http, "create", "cronjobs", template.namespace if template else None
+    )
     if template is None:
         raise HTTPException(404, f"unknown template {request.template!r}")
     spec = {
@@ -95,7 +98,10 @@ def _cached(dispatcher: DispatcherDep) -> dict[tuple[str, str], CronJob]:
 
 
 @router.get("")
-async def list_cronjobs(dispatcher: DispatcherDep, template: str | None = None) -> dict[str, Any]:
+async def list_cronjobs(
+    dispatcher: DispatcherDep, http: Request, template: str | None = None
+) -> dict[str, Any]:
+    await authorize(dispatcher, http, "list", "cronjobs", "")
     items = [
         describe(c)
         for c in _cached(dispatcher).values()
@@ -106,7 +112,10 @@ async def list_cronjobs(dispatcher: DispatcherDep, template: str | None = None) 
 
 
 @router.get("/{namespace}/{name}")
-async def read_cronjob(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+async def read_cronjob(
+    namespace: str, name: str, dispatcher: DispatcherDep, http: Request
+) -> dict[str, Any]:
+    await authorize(dispatcher, http, "get", "cronjobs", namespace)
     cron = _cached(dispatcher).get((namespace, name))
     if cron is None:
         raise HTTPException(404, f"no dispatched CronJob {namespace}/{name}")
@@ -114,7 +123,10 @@ async def read_cronjob(namespace: str, name: str, dispatcher: DispatcherDep) -> 
 
 
 @router.delete("/{namespace}/{name}")
-async def delete_cronjob(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+async def delete_cronjob(
+    namespace: str, name: str, dispatcher: DispatcherDep, http: Request
+) -> dict[str, Any]:
+    await authorize(dispatcher, http, "delete", "cronjobs", namespace)
     if (namespace, name) not in _cached(dispatcher):
         raise HTTPException(404, f"no dispatched CronJob {namespace}/{name}")
     try:

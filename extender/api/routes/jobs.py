@@ -7,11 +7,12 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from extender.api.deps import StateDep
+from extender.authorizing import Action, Forbidden, Unauthenticated
 from extender.dispatch_caches import Job
 from extender.dispatching import Backpressure, Dispatcher
 from extender.job_building import MAX_KEY_LENGTH, InvalidDispatch
@@ -48,6 +49,22 @@ def dispatcher(state: StateDep) -> Dispatcher:
 DispatcherDep = Annotated[Dispatcher, Depends(dispatcher)]
 
 
+async def authorize(
+    dispatcher: Dispatcher, http: Request, verb: str, resource: str, namespace: str | None
+) -> None:
+    """401 without an accepted token, 403 when the cluster's RBAC says no (``namespace``
+    ``None``: only authenticate)."""
+    action = None if namespace is None else Action(verb, resource, namespace)
+    try:
+        await dispatcher.authorizer.require(http.headers.get("authorization"), action)
+    except Unauthenticated as e:
+        raise HTTPException(401, str(e), headers={"WWW-Authenticate": "Bearer"}) from e
+    except Forbidden as e:
+        raise HTTPException(403, str(e)) from e
+    except LoadschedError as e:
+        raise upstream(e) from e
+
+
 def invalid(error: InvalidDispatch) -> HTTPException:
     loc = ["body", *error.field.split(".", 1)]
     return HTTPException(422, [{"loc": loc, "msg": error.message, "type": "value_error"}])
@@ -61,9 +78,10 @@ def upstream(error: LoadschedError) -> HTTPException:
 
 @router.post("", status_code=201, response_model=DispatchResponse)
 async def dispatch(
-    request: DispatchRequest, dispatcher: DispatcherDep, response: Response
+    request: DispatchRequest, dispatcher: DispatcherDep, response: Response, http: Request
 ) -> DispatchResponse | JSONResponse:
     template = dispatcher.templates.get(request.template)
+    await authorize(dispatcher, http, "create", "jobs", template.namespace if template else None)
     if template is None:
         raise HTTPException(404, f"unknown template {request.template!r}")
     try:
@@ -114,11 +132,13 @@ def describe(job: Job, state: ExtenderState) -> dict[str, Any]:
 async def list_jobs(
     dispatcher: DispatcherDep,
     state: StateDep,
+    http: Request,
     template: str | None = None,
     job_state: Annotated[
         Literal["active", "succeeded", "failed"] | None, Query(alias="state")
     ] = None,
 ) -> dict[str, Any]:
+    await authorize(dispatcher, http, "list", "jobs", "")
     jobs = [
         describe(job, state)
         for job in dispatcher.jobs.jobs.values()
@@ -138,13 +158,17 @@ def _get(dispatcher: Dispatcher, namespace: str, name: str) -> Job:
 
 @router.get("/{namespace}/{name}")
 async def read_job(
-    namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep
+    namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep, http: Request
 ) -> dict[str, Any]:
+    await authorize(dispatcher, http, "get", "jobs", namespace)
     return describe(_get(dispatcher, namespace, name), state)
 
 
 @router.delete("/{namespace}/{name}")
-async def delete_job(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+async def delete_job(
+    namespace: str, name: str, dispatcher: DispatcherDep, http: Request
+) -> dict[str, Any]:
+    await authorize(dispatcher, http, "delete", "jobs", namespace)
     _get(dispatcher, namespace, name)
     try:
         await dispatcher.delete(namespace, name)
@@ -157,9 +181,10 @@ async def delete_job(namespace: str, name: str, dispatcher: DispatcherDep) -> di
 
 @router.get("/{namespace}/{name}/watch")
 async def watch_job(
-    namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep
+    namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep, http: Request
 ) -> StreamingResponse:
     """Server-Sent Events: the Job's state now, then on every change, until it is deleted."""
+    await authorize(dispatcher, http, "watch", "jobs", namespace)
     job = _get(dispatcher, namespace, name)
     key = (namespace, name)
     queue = dispatcher.jobs.subscribe(key)
