@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python bench/extender.py
 	$(BIN)/python bench/scheduling.py
 	$(BIN)/python bench/quota.py
+	$(BIN)/python bench/dispatch.py
 
 ## serve: the extender on 127.0.0.1:8888 with crane's default policy
 serve: $(STAMP)

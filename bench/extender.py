@@ -81,6 +81,15 @@ def start_extender(
     raise SystemExit("extender did not become ready")
 
 
+def quick_option(doc: str | None) -> bool:
+    """The benchmarks' one flag: ``--quick`` for fewer rounds (a smoke run)."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    return bool(parser.parse_args().quick)
+
+
 def server_ms(response: httpx.Response) -> float:
     assert response.status_code == 200, response.text[:200]
     return float(response.headers["server-timing"].split("dur=")[1])
@@ -125,11 +134,7 @@ def slim_decode(body: bytes) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (for a smoke run)")
-    options = parser.parse_args()
+    quick = quick_option(__doc__)
     rules = LoadRules.from_policy(default_policy())
     now = datetime.now(UTC)
     sizes = (1000, 5000)
@@ -153,14 +158,10 @@ def main() -> int:
                             body = payloads.encode(
                                 payloads.names_args([x["metadata"]["name"] for x in largest[:n]])
                             )
-                            rounds = 60 if options.quick else 400
+                            rounds = 60 if quick else 400
                         else:
                             body = payloads.encode(payloads.full_args(nodes))
-                            rounds = (
-                                (8 if options.quick else 40)
-                                if n > 1000
-                                else (20 if options.quick else 150)
-                            )
+                            rounds = (8 if quick else 40) if n > 1000 else (20 if quick else 150)
                         s = measure(client, body, rounds)
                         cells = [
                             f"{percentile(s[k], 50):6.2f}/{percentile(s[k], 99):7.2f}"
@@ -189,7 +190,7 @@ def main() -> int:
     )
     for n in sizes:
         body = payloads.encode(payloads.full_args(clusters[n]))
-        repeat = 3 if options.quick else 7
+        repeat = 3 if quick else 7
         naive = time_call(lambda body=body: NaiveArgs.model_validate_json(body), repeat)
         slim = time_call(lambda body=body: slim_decode(body), repeat)
         print(

@@ -11,7 +11,6 @@ and then assumed, the common path; a second row times pods refused by their max.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.extender import percentile, server_ms, start_extender  # noqa: E402
+from bench.extender import percentile, quick_option, server_ms, start_extender  # noqa: E402
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402
 from shared.policy import default_policy  # noqa: E402
@@ -57,12 +56,8 @@ def filter_body(names: list[str], pod: dict[str, Any]) -> bytes:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (for a smoke run)")
-    options = parser.parse_args()
-    rounds = 200 if options.quick else 1500
+    quick = quick_option(__doc__)
+    rounds = 200 if quick else 1500
     nodes, pods, quotas = cluster_objects()
     names = [n["metadata"]["name"] for n in nodes]
     others = {"/api/v1/pods": pods, ELASTIC_QUOTAS_PATH: quotas}

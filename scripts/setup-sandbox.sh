@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v prometheus >/dev/null || missing+=(prometheus)
+# the dispatch poller's end-to-end test runs its own PostgreSQL server
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   SUDO=""

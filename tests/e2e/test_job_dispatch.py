@@ -5,16 +5,21 @@ subresource."""
 
 from __future__ import annotations
 
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 import yaml
 from kubernetes import client as k8s
 
 from sandbox.cluster import Sandbox
+from sandbox.postgres import Postgres
 from sandbox.processes import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -86,6 +91,7 @@ def dispatch_url(
                     template("work", completions=2, parallelism=2, maxPending=3, maxActive=20),
                     template("short", ttlSecondsAfterFinished=1),
                     template("flaky", backoffLimit=1),
+                    template("polled"),
                 ]
             }
         )
@@ -338,3 +344,75 @@ def test_real_service_account_tokens_are_reviewed(sandbox: Sandbox, dispatch_url
     assert httpx.get(f"{dispatch_url}/v1/jobs", headers=reader).status_code == 403
     allowed = httpx.post(f"{dispatch_url}/v1/jobs", json=body, headers=AUTH)
     assert allowed.status_code in (201, 429), allowed.text  # authorised; may meet backpressure
+
+
+def run_poller(sandbox: Sandbox, url: str, database_url: str, token_file: Path) -> str:
+    """One pass of ``loadsched-dispatch-poll`` as its own process (a restart each time)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "extender.poll_cli",
+            "--once",
+            "--database-url",
+            database_url,
+            "--query",
+            'select id, row_id as "ROW_ID" from tasks order by id',
+            "--template",
+            "polled",
+            "--dispatch-url",
+            url,
+            "--token-file",
+            str(token_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def polled_keys(sandbox: Sandbox) -> list[str]:
+    jobs = (
+        k8s.BatchV1Api(sandbox.api)
+        .list_namespaced_job(NAMESPACE, label_selector="loadsched.io/template=polled")
+        .items
+    )
+    return sorted(j.metadata.annotations["loadsched.io/key"] for j in jobs)
+
+
+def test_poller_dispatches_each_row_once_across_restarts(
+    sandbox: Sandbox, dispatch_url: str, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(AUTH["Authorization"].removeprefix("Bearer "))
+    database = tmp_path / "tasks.db"
+    with sqlite3.connect(database) as db:
+        db.execute("create table tasks (id integer primary key, row_id text)")
+        db.executemany("insert into tasks values (?, ?)", [(i, f"sqlite-{i}") for i in (1, 2, 3)])
+    first = run_poller(sandbox, dispatch_url, f"sqlite:///{database}", token_file)
+    assert "3 rows, 3 Jobs created, 0 already there" in first
+    second = run_poller(sandbox, dispatch_url, f"sqlite:///{database}", token_file)
+    assert "3 rows, 0 Jobs created, 3 already there" in second
+    assert polled_keys(sandbox) == ["1", "2", "3"]
+
+    server = Postgres(sandbox.supervisor)
+    url = server.start()
+    try:
+        with psycopg.connect(url) as db:
+            db.execute("create table tasks (id integer primary key, row_id text)")
+            for i in (101, 102):
+                db.execute("insert into tasks values (%s, %s)", (i, f"pg-{i}"))
+        assert "2 rows, 2 Jobs created" in run_poller(sandbox, dispatch_url, url, token_file)
+        with psycopg.connect(url) as db:  # a new row arrives between passes
+            db.execute("insert into tasks values (103, 'pg-103')")
+        again = run_poller(sandbox, dispatch_url, url, token_file)
+        assert "3 rows, 1 Jobs created, 2 already there" in again
+        with psycopg.connect(url) as db:  # the poller wrote nothing
+            count = db.execute("select count(*) from tasks").fetchone()
+            assert count is not None and count[0] == 3
+    finally:
+        server.stop()
+    assert polled_keys(sandbox) == ["1", "101", "102", "103", "2", "3"]
