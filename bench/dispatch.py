@@ -6,8 +6,8 @@ Side by side, in the same run, with 2,000 Jobs of the template already in the cl
 LIST-per-request guard costs (list the template's Jobs and Pending pods, then create), against
 loadsched's answer from its watch caches, as a ratio.
 
-Targets on this machine: p99 ≤ 50 ms (one request at a time, new keys; duplicates with 8
-clients) and ≥ 50 new Jobs/s (8 clients at once).
+Targets on this machine, met together at one load (new keys from 2 clients at once;
+duplicates from 8): p99 ≤ 50 ms and ≥ 50 new Jobs/s.
 
     .venv/bin/python bench/dispatch.py [--quick]
 """
@@ -136,7 +136,11 @@ def main() -> int:
 
         print(f"job dispatch against the real API server; cpus={os.cpu_count()}")
         rows = []
-        for label, workers in (("new keys, 1 client", 1), ("new keys, 8 clients", 8)):
+        for label, workers in (
+            ("new keys, 1 client", 1),
+            ("new keys, 2 clients", 2),
+            ("new keys, 8 clients", 8),
+        ):
             keys = [f"{label[:3]}-{workers}-{i}" for i in range(count)]
             latencies, wall, codes = timed_posts(url, headers, keys, workers)
             assert codes == {201}, codes
@@ -145,16 +149,19 @@ def main() -> int:
         latencies, wall, codes = timed_posts(url, headers, duplicate_keys, 8)
         assert codes == {200}, codes
         rows.append(("duplicate keys, 8 clients", latencies, count / wall))
+        by_label = {label: (values, rate) for label, values, rate in rows}
 
         print(f"{'requests':<28} {'p50 ms':>7} {'p99 ms':>7} {'Jobs/s':>8}")
         for label, values, rate in rows:
             print(
                 f"{label:<28} {percentile(values, 50):7.1f} {percentile(values, 99):7.1f} {rate:8.1f}"
             )
-        # latency target: one request at a time; throughput target: 8 clients at once (their
-        # p99 includes queueing behind each other on two cores, printed above)
-        worst_p99 = max(percentile(rows[0][1], 99), percentile(rows[2][1], 99))
-        new_rate = rows[1][2]
+        # both targets at one operating point: 2 clients at once (8 clients queue behind each
+        # other on two cores: more Jobs/s, longer tails, printed above); duplicates from 8
+        two, new_rate = by_label["new keys, 2 clients"]
+        worst_p99 = max(
+            percentile(two, 99), percentile(by_label["duplicate keys, 8 clients"][0], 99)
+        )
 
         # 2,000 Jobs of the template in the cluster (suspended: no pods), then the comparison
         batch = k8s.BatchV1Api(box.api)
@@ -178,7 +185,7 @@ def main() -> int:
         )
     ok = worst_p99 <= TARGET_P99_MS and new_rate >= TARGET_RATE
     print(
-        f"\ntargets: p99 ≤ {TARGET_P99_MS:g} ms (new keys from 1 client, duplicates from 8) "
+        f"\ntargets, new keys from 2 clients at once (duplicates from 8): p99 ≤ {TARGET_P99_MS:g} ms "
         f"({worst_p99:.1f}), "
         f"≥ {TARGET_RATE:g} new Jobs/s ({new_rate:.1f}): {'met' if ok else 'MISSED'}"
     )
