@@ -49,6 +49,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--dispatch-retry-after", type=int, help="Retry-After seconds of a 429 (default 10)"
     )
     parser.add_argument("--max-body-bytes", type=int, help="largest request body accepted")
+    parser.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM)")
+    parser.add_argument("--tls-key-file", help="the certificate's private key (PEM)")
     parser.add_argument("--log-level", help="debug, info, warning or error")
     parser.add_argument("--log-format", help="text or json")
     return parser.parse_args(argv)
@@ -63,7 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         sys.stderr.write(f"loadsched-extender: {e}\n")
         return 2
-    logger.info("serving on http://%s:%d", settings.host, settings.port)
+    if (settings.tls_cert_file is None) != (settings.tls_key_file is None):
+        sys.stderr.write("loadsched-extender: --tls-cert-file and --tls-key-file go together\n")
+        return 2
+    scheme = "https" if settings.tls_cert_file else "http"
+    logger.info("serving on %s://%s:%d", scheme, settings.host, settings.port)
     uvicorn.run(
         app,
         host=settings.host,
@@ -73,5 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
+        ssl_certfile=settings.tls_cert_file,
+        ssl_keyfile=settings.tls_key_file,
     )
     return 0

@@ -45,6 +45,10 @@ class ExtenderSettings(BaseSettings):
     """Seconds a 429 from /v1/jobs asks the caller to wait (Retry-After)."""
     max_body_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     """Largest request body accepted; larger ones get 413."""
+    tls_cert_file: Path | None = None
+    """Serve HTTPS with this certificate (PEM; kube-scheduler's extender tlsConfig)."""
+    tls_key_file: Path | None = None
+    """The certificate's private key (PEM)."""
     log_level: str = Field(default="INFO", pattern=r"(?i)^(debug|info|warning|error)$")
     """debug, info, warning or error."""
     log_format: LogFormat = "text"

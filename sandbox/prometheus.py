@@ -1,5 +1,5 @@
 """Prometheus (Debian's package) scraping the synthetic exporter every 5 s and evaluating the
-recording rules shipped in ``deploy/prometheus/recording-rules.yaml``.
+recording rules shipped in ``charts/loadsched/files/recording-rules.yaml``.
 
 The sandbox evaluates every rule group every 5 s instead of its shipped interval (30 s to
 5 m), so values appear within seconds; the expressions are unchanged."""
@@ -18,7 +18,7 @@ import yaml
 from sandbox.processes import Supervisor, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
-RULES = ROOT / "deploy" / "prometheus" / "recording-rules.yaml"
+RULES = ROOT / "charts" / "loadsched" / "files" / "recording-rules.yaml"
 SANDBOX_INTERVAL = "5s"
 
 

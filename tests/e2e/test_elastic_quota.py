@@ -22,7 +22,7 @@ from sandbox.processes import wait_for
 
 pytestmark = pytest.mark.e2e
 
-CRD = Path(__file__).resolve().parents[2] / "deploy" / "crds" / "elasticquota.yaml"
+CRD = Path(__file__).resolve().parents[2] / "charts" / "loadsched" / "crds" / "elasticquota.yaml"
 A, B, C = "quota-a", "quota-b", "quota-c"
 SCHEDULER = "loadsched-quota"
 POOL = {"loadsched.test/pool": "quota"}

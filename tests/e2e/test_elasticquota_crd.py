@@ -1,4 +1,4 @@
-"""The ElasticQuota CRD shipped in deploy/crds is accepted by the real API server, and objects
+"""The ElasticQuota CRD shipped in charts/loadsched/crds is accepted by the real API server, and objects
 of the scheduler-plugins shape round-trip through it and through loadsched's parser."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from shared.quota import ElasticQuota
 
 pytestmark = pytest.mark.e2e
 
-CRD = Path(__file__).resolve().parents[2] / "deploy" / "crds" / "elasticquota.yaml"
+CRD = Path(__file__).resolve().parents[2] / "charts" / "loadsched" / "crds" / "elasticquota.yaml"
 
 
 def test_crd_and_objects(sandbox: Sandbox) -> None:

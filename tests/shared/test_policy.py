@@ -40,7 +40,7 @@ def test_crane_default_policy_loads_unchanged(tmp_path: Path) -> None:
 
 
 def test_shipped_example_is_crane_default() -> None:
-    shipped = Path(__file__).parents[2] / "examples" / "policy-crane-default.yaml"
+    shipped = Path(__file__).parents[2] / "charts" / "loadsched" / "files" / "policy.yaml"
     assert yaml.safe_load(shipped.read_text()) == yaml.safe_load(CRANE_FILE)
 
 
