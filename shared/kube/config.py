@@ -32,7 +32,12 @@ class _BearerAuth(httpx.Auth):
         self._configuration = configuration
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        token = self._configuration.get_api_key_with_prefix("authorization")
+        # kubernetes>=2x stores the kubeconfig or service-account token as "BearerToken";
+        # older releases used "authorization".
+        configuration = self._configuration
+        token = configuration.get_api_key_with_prefix(
+            "BearerToken"
+        ) or configuration.get_api_key_with_prefix("authorization")
         if token:
             request.headers["Authorization"] = token
         yield request
