@@ -104,8 +104,62 @@ def ensure_kube_binaries(say: Callable[[str], None] | None = None) -> Path:
     return target
 
 
+HELM_MODULE = ROOT / "hack" / "helm"
+
+
+def helm_version() -> str:
+    match = re.search(
+        r"^require helm\.sh/helm/v3 (v\S+)$", (HELM_MODULE / "go.mod").read_text(), re.M
+    )
+    if match is None:
+        raise RuntimeError(f"{HELM_MODULE / 'go.mod'}: no 'require helm.sh/helm/v3 vX.Y.Z' line")
+    return match.group(1)
+
+
+def ensure_helm(say: Callable[[str], None] | None = None) -> Path:
+    """The helm binary (for linting, rendering and validating charts/loadsched), built from
+    the module pinned in ``hack/helm/go.mod`` into the cache the first time (about 2 minutes)."""
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    version = helm_version()
+    target = cache_root() / "helm" / version / "helm"
+    if target.is_file():
+        return target
+    if shutil.which("go") is None:
+        raise RuntimeError("Go is needed to build helm: 'go' is not on PATH")
+    say(f"building helm {version} from its Go module (first time only; about 2 minutes)")
+    started = time.monotonic()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_suffix(".building")
+    result = subprocess.run(
+        [
+            "go",
+            "build",
+            "-trimpath",
+            "-ldflags",
+            f"-s -w -X helm.sh/helm/v3/internal/version.version={version}",
+            "-o",
+            str(staging),
+            "helm.sh/helm/v3/cmd/helm",
+        ],
+        cwd=HELM_MODULE,
+        env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        staging.unlink(missing_ok=True)
+        raise RuntimeError(
+            f"go build of helm failed ({result.returncode}):\n{result.stderr[-4000:]}"
+        )
+    staging.rename(target)
+    say(f"built helm {version} in {time.monotonic() - started:.0f}s into {target}")
+    return target
+
+
 def main() -> int:
     print(ensure_kube_binaries())
+    print(ensure_helm())
     return 0
 
 

@@ -176,6 +176,8 @@ class Sandbox:
         self.bin: Path | None = None
         self.api_port = 0
         self.schedulers: dict[str, SchedulerHandle] = {}
+        self.service_kubeconfigs: dict[str, Path] = {}
+        """kubeconfig per service module (``extender``, ``annotator``); admin's otherwise."""
         self._api: k8s.ApiClient | None = None
         self.ca: CertificateAuthority | None = None
 
@@ -408,7 +410,7 @@ class Sandbox:
             "-m",
             module,
             "--kubeconfig",
-            str(self.kubeconfig),
+            str(self.service_kubeconfigs.get(module, self.kubeconfig)),
             "--port",
             str(port),
             *args,
@@ -464,6 +466,16 @@ class Sandbox:
     def _write_kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
         assert self.ca is not None
         files = self.ca.issue(name, user, organizations=groups)
+        return self._kubeconfig_file(
+            name, user, {"client-certificate": str(files.cert), "client-key": str(files.key)}
+        )
+
+    def write_token_kubeconfig(self, name: str, token: str) -> Path:
+        """A kubeconfig that authenticates with a bearer token (a ServiceAccount's)."""
+        return self._kubeconfig_file(name, name, {"token": token})
+
+    def _kubeconfig_file(self, name: str, user: str, credentials: dict[str, str]) -> Path:
+        assert self.ca is not None
         path = self.workdir / f"{name}.kubeconfig"
         path.write_text(
             yaml.safe_dump(
@@ -479,15 +491,7 @@ class Sandbox:
                             },
                         }
                     ],
-                    "users": [
-                        {
-                            "name": user,
-                            "user": {
-                                "client-certificate": str(files.cert),
-                                "client-key": str(files.key),
-                            },
-                        }
-                    ],
+                    "users": [{"name": user, "user": credentials}],
                     "contexts": [
                         {"name": "sandbox", "context": {"cluster": "sandbox", "user": user}}
                     ],

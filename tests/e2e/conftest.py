@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from sandbox import chart
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port
 from shared.annotations import encode_metric
 from shared.load_model import LoadRules
@@ -26,10 +27,24 @@ def load_annotations(usage: float, when: datetime | None = None) -> dict[str, st
     return values
 
 
+CHART_ACCOUNTS_VALUES = {
+    # every optional permission the end-to-end tests need; the annotator's lease is the one
+    # test_annotator elects on, in the namespace the accounts live in
+    "annotator": {"elasticQuota": True, "leaseName": "loadsched-annotator-e2e"},
+    "extender": {"elasticQuota": True},
+    "dispatch": {"enabled": True},
+    "scheduler": {"enabled": True, "schedulerName": "loadsched-chart"},
+}
+
+
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[Sandbox]:
+    """The control plane; loadsched's services run as the chart's ServiceAccounts (their
+    tokens and the chart's RBAC), not as admin."""
     with Sandbox() as box:
         box.create_nodes(NODES)
+        accounts = chart.install_accounts(box, namespace="default", values=CHART_ACCOUNTS_VALUES)
+        box.service_kubeconfigs = accounts  # extender, annotator (and the chart's scheduler)
         yield box
 
 

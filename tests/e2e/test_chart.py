@@ -1,0 +1,138 @@
+"""charts/loadsched against the real API server: helm lint and template (defaults, and every
+optional feature on), every rendered object accepted by a server-side dry run, and the chart's
+scheduler configuration running a real kube-scheduler that calls the extender. (The services
+of the other end-to-end tests already run as the chart's ServiceAccounts: see conftest.)"""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from sandbox import chart
+from sandbox.cluster import Sandbox, pod_body
+from sandbox.processes import wait_for
+
+pytestmark = pytest.mark.e2e
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chart"
+ALL_FEATURES = yaml.safe_load((FIXTURES / "all-features.yaml").read_text())
+OPERATOR_APIS = (
+    "monitoring.coreos.com/v1/PrometheusRule",
+    "monitoring.coreos.com/v1/ServiceMonitor",
+    "cert-manager.io/v1/Certificate",
+)
+
+
+def kinds(objects: list[dict[str, Any]]) -> set[str]:
+    return {o["kind"] for o in objects}
+
+
+def test_lint_defaults_and_every_feature() -> None:
+    chart.lint()
+    chart.lint(ALL_FEATURES)
+    with pytest.raises(RuntimeError, match="additional properties 'replicaz' not allowed"):
+        chart.lint({"extender": {"replicaz": 3}})
+    with pytest.raises(RuntimeError, match="minimum: got 0, want 1"):
+        chart.lint({"extender": {"replicas": 0}})
+
+
+def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:
+    sandbox.core.create_namespace({"metadata": {"name": "loadsched-system"}})
+    chart.apply(
+        sandbox, list(yaml.safe_load_all((FIXTURES / "stub-crds.yaml").read_text())), dry_run=False
+    )
+    defaults = chart.render(include_crds=True)
+    assert kinds(defaults) >= {
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "ConfigMap",
+        "ClusterRole",
+    }
+    everything = chart.render(ALL_FEATURES, api_versions=OPERATOR_APIS, include_crds=True)
+    assert kinds(everything) - kinds(defaults) == {
+        "PrometheusRule",
+        "ServiceMonitor",
+        "Certificate",
+    }
+    for objects in (defaults, everything):
+        crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+        chart.apply(sandbox, crds, dry_run=False)  # the CRD first, as helm installs crds/
+        wait_for(
+            lambda: (
+                "elasticquotas"
+                in chart.kubectl(sandbox, "api-resources", "--api-group=scheduling.x-k8s.io")
+            ),
+            timeout=30,
+            what="the ElasticQuota CRD to be served",
+        )
+        rest = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
+        output = chart.apply(sandbox, rest, dry_run=True)
+        assert output.count("serverside-applied (server dry run)") == len(rest), output
+    # the security context every container runs with
+    for deployment in (o for o in everything if o["kind"] == "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in pod["containers"]:
+            assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+            assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def extender_filters(url: str) -> float:
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()  # noqa: S310
+    match = re.search(r'loadsched_extender_responses_total\{code="200",verb="filter"\} (\S+)', text)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_the_charts_scheduler_configuration_calls_the_extender(
+    sandbox: Sandbox, extender: str, tmp_path: Path
+) -> None:
+    objects = chart.render(
+        {
+            "scheduler": {
+                "enabled": True,
+                "schedulerName": "loadsched-chart",
+                "extenderURL": extender,
+            }
+        },
+        namespace="default",
+    )
+    config_map = next(
+        o
+        for o in objects
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-scheduler")
+    )
+    config = yaml.safe_load(config_map["data"]["config.yaml"])
+    assert config["extenders"][0]["nodeCacheCapable"] is True
+    assert config["extenders"][0]["ignorable"] is True
+    assert config["leaderElection"]["resourceName"] == "loadsched-scheduler"
+    # in a cluster the pod's service account is used; here, a token of the same account
+    kubeconfig = sandbox.service_kubeconfigs["scheduler"]
+    config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(yaml.safe_dump(config))
+    sandbox.start_scheduler_from(
+        "chart", path, scheduler_name="loadsched-chart", kubeconfig=kubeconfig
+    )
+    before = extender_filters(extender)
+    sandbox.create_pods(
+        [pod_body("chart-0", scheduler_name="loadsched-chart", labels={"app": "chart"})]
+    )
+    try:
+        bound = sandbox.wait_bound("app=chart", 1, timeout=90)
+        assert bound["chart-0"].startswith("node-")
+        assert extender_filters(extender) > before
+        lease = k8s.CoordinationV1Api(sandbox.api).read_namespaced_lease(
+            "loadsched-scheduler", "default"
+        )
+        assert lease.spec is not None and lease.spec.holder_identity
+    finally:
+        sandbox.stop_scheduler("chart")
+        sandbox.delete_pods("app=chart")
