@@ -21,6 +21,7 @@ from sandbox.processes import wait_for
 pytestmark = pytest.mark.e2e
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chart"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ALL_FEATURES = yaml.safe_load((FIXTURES / "all-features.yaml").read_text())
 OPERATOR_APIS = (
     "monitoring.coreos.com/v1/PrometheusRule",
@@ -136,3 +137,29 @@ def test_the_charts_scheduler_configuration_calls_the_extender(
     finally:
         sandbox.stop_scheduler("chart")
         sandbox.delete_pods("app=chart")
+
+
+@pytest.mark.parametrize("example", ["scheduler-second.yaml", "scheduler-default-extender.yaml"])
+def test_example_scheduler_configurations_run(
+    sandbox: Sandbox, extender: str, tmp_path: Path, example: str
+) -> None:
+    """kube-scheduler validates the examples as they are, but for where things are here: the
+    API server's credentials, the extender's address and a scheduler name of its own."""
+    config = yaml.safe_load((EXAMPLES / example).read_text())
+    config["clientConnection"] = {"kubeconfig": str(sandbox.service_kubeconfigs["scheduler"])}
+    config["extenders"][0]["urlPrefix"] = extender
+    config["profiles"][0]["schedulerName"] = f"example-{example.split('.')[0]}"
+    if config.get("leaderElection", {}).get("leaderElect"):
+        config["leaderElection"]["resourceNamespace"] = "default"
+    else:
+        config["leaderElection"] = {"leaderElect": False}
+    path = tmp_path / example
+    path.write_text(yaml.safe_dump(config))
+    name = f"example-{example.split('.')[0]}"
+    sandbox.start_scheduler_from(
+        name,
+        path,
+        scheduler_name=config["profiles"][0]["schedulerName"],
+        kubeconfig=sandbox.service_kubeconfigs["scheduler"],
+    )
+    sandbox.stop_scheduler(name)

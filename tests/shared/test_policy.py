@@ -141,3 +141,11 @@ def test_unreadable_files(tmp_path: Path, text: str, message: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read the policy file"):
         load_policy(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).parents[2] / "examples").glob("policy-*.yaml")), ids=str
+)
+def test_example_policies_load(path: Path) -> None:
+    policy = load_policy(path)
+    assert policy.spec.sync_policy
