@@ -3,6 +3,7 @@ with backoff on connect errors, timeouts, 5xx, 429 and conflicts; a deleted node
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 
@@ -26,11 +27,18 @@ RETRYABLE = (APIUnreachableError, APITransientError, APIConflictError)
 
 class NodePatcher:
     def __init__(
-        self, client: httpx.AsyncClient, *, attempts: int = 5, max_wait: float = 8.0
+        self,
+        client: httpx.AsyncClient,
+        *,
+        attempts: int = 5,
+        max_wait: float = 8.0,
+        first_wait: float = 0.2,
     ) -> None:
         self._client = client
         self._attempts = attempts
         self._max_wait = max_wait
+        self._first_wait = first_wait
+        """Seconds before the second attempt; later ones back off exponentially."""
 
     async def _patch_once(self, node: str, body: bytes) -> None:
         try:
@@ -45,14 +53,25 @@ class NodePatcher:
         """Merge ``annotations`` into the node's (``None`` removes a key). False if the node is
         gone; raises the last error once retries are exhausted."""
         body = msgspec.json.encode({"metadata": {"annotations": dict(annotations)}})
+        try:  # the first attempt without the retry machinery: most patches need no retry
+            await self._patch_once(node, body)
+            return True
+        except APINotFoundError:
+            logger.info("node/%s: deleted meanwhile; skipped", node)
+            return False
+        except RETRYABLE as e:
+            logger.warning(
+                "node/%s: attempt #1/%d failed (%s); will retry", node, self._attempts, e
+            )
+            await asyncio.sleep(self._first_wait)
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(RETRYABLE),
-            stop=stop_after_attempt(self._attempts),
+            stop=stop_after_attempt(self._attempts - 1),
             wait=wait_exponential_jitter(multiplier=0.2, max=self._max_wait, jitter=0.2),
             before_sleep=lambda state: logger.warning(
                 "node/%s: attempt #%d/%d failed (%s); will retry",
                 node,
-                state.attempt_number,
+                state.attempt_number + 1,
                 self._attempts,
                 state.outcome.exception() if state.outcome else None,
             ),

@@ -23,6 +23,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import uvloop
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -216,7 +218,8 @@ def main() -> int:
             what="recording rules for every node",
             interval=5,
         )
-        return asyncio.run(
+        # the event loop the annotator runs on (annotator.cli: uvloop)
+        return uvloop.run(
             measure(box, prometheus.url, specs, options.rounds, options.baseline_sample, port)
         )
 

@@ -77,7 +77,7 @@ async def test_auth_files_are_read_per_request(tmp_path) -> None:
 
 def patcher(fake: FakeNodesAPI) -> NodePatcher:
     client = httpx.AsyncClient(base_url="https://api", transport=fake.transport())
-    return NodePatcher(client, attempts=4, max_wait=0.01)
+    return NodePatcher(client, attempts=4, max_wait=0.01, first_wait=0)
 
 
 async def test_patch_is_one_merge_patch_of_annotations() -> None:
