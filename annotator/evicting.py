@@ -12,7 +12,7 @@ import logging
 import httpx
 
 from shared.errors import APIError, APINotFoundError, APITransientError, APIUnreachableError
-from shared.kube.status import raise_for_status, unreachable
+from shared.kube.status import send
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +45,13 @@ async def evict(
         "deleteOptions": delete_options,
     }
     try:
-        try:
-            response = await client.post(
-                f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", json=body
-            )
-        except httpx.HTTPError as e:
-            raise unreachable(e, f"pod/{namespace}/{name}: evict") from e
-        raise_for_status(response)
+        await send(
+            client,
+            "POST",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+            what=f"pod/{namespace}/{name}: evict",
+            json=body,
+        )
     except APINotFoundError:
         return Eviction.GONE, "pod is gone"
     except APITransientError as e:

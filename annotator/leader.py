@@ -18,7 +18,7 @@ import httpx
 import msgspec
 
 from shared.errors import APIConflictError, APIError, APINotFoundError, APIUnreachableError
-from shared.kube.status import raise_for_status, unreachable
+from shared.kube.status import send
 
 logger = logging.getLogger(__name__)
 
@@ -110,30 +110,24 @@ class LeaderElector:
 
     async def _get(self) -> _Lease | None:
         try:
-            response = await self._client.get(f"{self._path}/{self.name}")
-        except httpx.HTTPError as e:
-            raise unreachable(e, "get lease") from e
-        if response.status_code == 404:
+            response = await send(
+                self._client, "GET", f"{self._path}/{self.name}", what="get lease"
+            )
+        except APINotFoundError:
             return None
-        raise_for_status(response)
         return msgspec.json.decode(response.content, type=_Lease)
 
     async def _write(self, lease: _Lease, create: bool) -> None:
         body = msgspec.json.encode(lease)
-        try:
-            if create:
-                response = await self._client.post(
-                    self._path, content=body, headers={"Content-Type": "application/json"}
-                )
-            else:
-                response = await self._client.put(
-                    f"{self._path}/{self.name}",
-                    content=body,
-                    headers={"Content-Type": "application/json"},
-                )
-        except httpx.HTTPError as e:
-            raise unreachable(e, "write lease") from e
-        raise_for_status(response)
+        method, path = ("POST", self._path) if create else ("PUT", f"{self._path}/{self.name}")
+        await send(
+            self._client,
+            method,
+            path,
+            what="write lease",
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True if we hold the lease afterwards."""

@@ -17,7 +17,7 @@ from tenacity import (
 )
 
 from shared.errors import APIConflictError, APINotFoundError, APITransientError, APIUnreachableError
-from shared.kube.status import raise_for_status, unreachable
+from shared.kube.status import send
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +41,14 @@ class NodePatcher:
         """Seconds before the second attempt; later ones back off exponentially."""
 
     async def _patch_once(self, node: str, body: bytes) -> None:
-        try:
-            response = await self._client.patch(
-                f"/api/v1/nodes/{node}", content=body, headers={"Content-Type": MERGE_PATCH}
-            )
-        except httpx.HTTPError as e:
-            raise unreachable(e, f"node/{node}: patch") from e
-        raise_for_status(response)
+        await send(
+            self._client,
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            what=f"node/{node}: patch",
+            content=body,
+            headers={"Content-Type": MERGE_PATCH},
+        )
 
     async def patch_annotations(self, node: str, annotations: Mapping[str, str | None]) -> bool:
         """Merge ``annotations`` into the node's (``None`` removes a key). False if the node is

@@ -34,7 +34,7 @@ from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NodeStore
 from annotator.recording import EventRecorder, ObjectRef
 from shared.errors import LoadschedError
-from shared.kube.status import raise_for_status, unreachable
+from shared.kube.status import send
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity, parse_resources, to_quantity
 from shared.quota import reclaiming
@@ -173,15 +173,14 @@ class QuotaController:
             "/elasticquotas", f"/namespaces/{namespace}/elasticquotas/{name}/status"
         )
         try:
-            try:
-                response = await self._kube.patch(
-                    path,
-                    json={"status": {"used": used}},
-                    headers={"Content-Type": MERGE_PATCH},
-                )
-            except httpx.HTTPError as e:
-                raise unreachable(e, f"elasticquota/{namespace}/{name}: patch status") from e
-            raise_for_status(response)
+            await send(
+                self._kube,
+                "PATCH",
+                path,
+                what=f"elasticquota/{namespace}/{name}: patch status",
+                json={"status": {"used": used}},
+                headers={"Content-Type": MERGE_PATCH},
+            )
         except LoadschedError as e:
             self._metrics.quota_status_writes.labels("error").inc()
             logger.warning("elasticquota/%s/%s: status.used not written: %s", namespace, name, e)
@@ -213,18 +212,14 @@ class QuotaController:
     async def _nominate(self, pod: Pod, node: str) -> None:
         meta = pod.metadata
         try:
-            try:
-                response = await self._kube.patch(
-                    f"/api/v1/namespaces/{meta.namespace}/pods/{meta.name}/status",
-                    json={
-                        "metadata": {"uid": meta.uid},
-                        "status": {"nominatedNodeName": node},
-                    },
-                    headers={"Content-Type": MERGE_PATCH},
-                )
-            except httpx.HTTPError as e:
-                raise unreachable(e, f"pod/{pod.key}: nominate") from e
-            raise_for_status(response)
+            await send(
+                self._kube,
+                "PATCH",
+                f"/api/v1/namespaces/{meta.namespace}/pods/{meta.name}/status",
+                what=f"pod/{pod.key}: nominate",
+                json={"metadata": {"uid": meta.uid}, "status": {"nominatedNodeName": node}},
+                headers={"Content-Type": MERGE_PATCH},
+            )
         except LoadschedError as e:
             logger.warning("pod/%s: not nominated to node/%s: %s", pod.key, node, e)
 

@@ -16,8 +16,8 @@ from typing import Literal
 
 import httpx
 
-from shared.errors import APIError
-from shared.kube.status import raise_for_status
+from shared.errors import LoadschedError
+from shared.kube.status import send
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +86,9 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            response = await self._client.post(
-                f"/api/v1/namespaces/{ref.namespace}/events", json=body
-            )
-            raise_for_status(response)
-        except (httpx.HTTPError, APIError) as e:
+            path = f"/api/v1/namespaces/{ref.namespace}/events"
+            await send(self._client, "POST", path, what=f"POST {path}", json=body)
+        except LoadschedError as e:
             logger.warning(
                 "%s/%s: event %s not recorded: %s", ref.kind.lower(), ref.name, reason, e
             )

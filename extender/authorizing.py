@@ -26,7 +26,7 @@ from typing import Any, Literal
 import httpx
 
 from shared.errors import ConfigError, LoadschedError
-from shared.kube.status import raise_for_status, unreachable
+from shared.kube.status import send
 
 logger = logging.getLogger(__name__)
 
@@ -185,10 +185,6 @@ class Authorizer:
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if self._client is None:  # pragma: no cover - create_app always passes one
             raise LoadschedError("no API server client for reviews")
-        try:
-            response = await self._client.post(path, json=body)
-        except httpx.HTTPError as e:
-            raise unreachable(e, f"POST {path}") from e
-        raise_for_status(response)
+        response = await send(self._client, "POST", path, what=f"POST {path}", json=body)
         result: dict[str, Any] = response.json()
         return result

@@ -31,7 +31,7 @@ from extender.job_building import build_cronjob, build_job, job_name
 from extender.node_loads import NodeLoadCache
 from extender.templates import JobTemplate
 from shared.errors import APIConflictError
-from shared.kube.status import raise_for_status, unreachable
+from shared.kube.status import send
 from shared.quantity import parse_resources
 from shared.quota_ledger import QuotaLedger
 from shared.reclaim import deficit, free_on_node
@@ -172,9 +172,5 @@ class Dispatcher:
         return Dispatched(item, created)
 
     async def _send(self, method: str, path: str, **kwargs: object) -> bytes:
-        try:
-            response = await self._client.request(method, path, **kwargs)  # type: ignore[arg-type]
-        except httpx.HTTPError as e:
-            raise unreachable(e, f"{method} {path}") from e
-        raise_for_status(response)
+        response = await send(self._client, method, path, what=f"{method} {path}", **kwargs)
         return response.content

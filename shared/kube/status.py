@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import msgspec
 
@@ -58,3 +60,16 @@ def raise_for_status(response: httpx.Response) -> None:
 def unreachable(error: httpx.HTTPError, what: str) -> APIUnreachableError:
     """Wrap a transport-level failure (raise it ``from`` the original)."""
     return APIUnreachableError(f"{what}: {type(error).__name__}: {str(error)[:_BODY_LIMIT]}")
+
+
+async def send(
+    client: httpx.AsyncClient, method: str, path: str, *, what: str, **kwargs: Any
+) -> httpx.Response:
+    """One request: a transport failure becomes :class:`APIUnreachableError` naming ``what``,
+    a non-2xx answer the matching :class:`APIError`."""
+    try:
+        response = await client.request(method, path, **kwargs)
+    except httpx.HTTPError as e:
+        raise unreachable(e, what) from e
+    raise_for_status(response)
+    return response
