@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -48,14 +49,23 @@ class JobStatus(msgspec.Struct, gc=False):
     conditions: list[JobCondition] | None = None
 
 
-class Job(msgspec.Struct, gc=False):
+class DispatchedObject(msgspec.Struct, gc=False):
+    """What dispatched Jobs and CronJobs share: metadata, and the template they came from."""
+
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: JobSpec = msgspec.field(default_factory=JobSpec)
-    status: JobStatus = msgspec.field(default_factory=JobStatus)
 
     @property
     def template(self) -> str:
         return (self.metadata.labels or {}).get(TEMPLATE_LABEL, "")
+
+    @property
+    def ref(self) -> tuple[str, str]:
+        return (self.metadata.namespace, self.metadata.name)
+
+
+class Job(DispatchedObject, gc=False):
+    spec: JobSpec = msgspec.field(default_factory=JobSpec)
+    status: JobStatus = msgspec.field(default_factory=JobStatus)
 
     @property
     def key(self) -> str:
@@ -73,36 +83,50 @@ class Job(msgspec.Struct, gc=False):
 JOB_DECODER = msgspec.json.Decoder(Job)
 
 
-class JobStore:
-    """Dispatched Jobs by (namespace, name); subscribers get every change of one Job."""
+D = TypeVar("D", bound=DispatchedObject)
+
+
+class DispatchedStore(Generic[D]):
+    """Dispatched objects by (namespace, name), fed by a watch (and by the dispatcher right
+    after it creates one)."""
 
     def __init__(self) -> None:
-        self.jobs: dict[tuple[str, str], Job] = {}
+        self.objects: dict[tuple[str, str], D] = {}
+
+    def put(self, item: D) -> None:
+        self.objects[item.ref] = item
+        self._changed(item.ref, item)
+
+    def replace(self, items: Sequence[D]) -> None:
+        gone = set(self.objects) - {item.ref for item in items}
+        self.objects = {}
+        for item in items:
+            self.put(item)
+        for key in gone:
+            self._changed(key, None)
+
+    def apply(self, event: str, item: D) -> None:
+        if event == "DELETED":
+            self.objects.pop(item.ref, None)
+            self._changed(item.ref, None)
+        else:
+            self.put(item)
+
+    def _changed(self, key: tuple[str, str], item: D | None) -> None:
+        """``item`` is the new state of ``key``, ``None`` once it is gone."""
+
+
+class JobStore(DispatchedStore[Job]):
+    """DispatchedObject Jobs; subscribers get every change of one Job."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self._watchers: dict[tuple[str, str], set[asyncio.Queue[Job | None]]] = {}
 
     def active(self, template: str) -> int:
-        return sum(1 for j in self.jobs.values() if j.template == template and j.state == "active")
-
-    def put(self, job: Job) -> None:
-        key = (job.metadata.namespace, job.metadata.name)
-        self.jobs[key] = job
-        self._notify(key, job)
-
-    def replace(self, items: Sequence[Job]) -> None:
-        gone = set(self.jobs) - {(j.metadata.namespace, j.metadata.name) for j in items}
-        self.jobs = {}
-        for job in items:
-            self.put(job)
-        for key in gone:
-            self._notify(key, None)
-
-    def apply(self, event: str, item: Job) -> None:
-        if event == "DELETED":
-            key = (item.metadata.namespace, item.metadata.name)
-            self.jobs.pop(key, None)
-            self._notify(key, None)
-        else:
-            self.put(item)
+        return sum(
+            1 for j in self.objects.values() if j.template == template and j.state == "active"
+        )
 
     def subscribe(self, key: tuple[str, str]) -> asyncio.Queue[Job | None]:
         queue: asyncio.Queue[Job | None] = asyncio.Queue(maxsize=100)
@@ -116,11 +140,11 @@ class JobStore:
             if not watchers:
                 del self._watchers[key]
 
-    def _notify(self, key: tuple[str, str], job: Job | None) -> None:
+    def _changed(self, key: tuple[str, str], item: Job | None) -> None:
         for queue in self._watchers.get(key, ()):
             if queue.full():
                 queue.get_nowait()  # a slow reader sees the latest states
-            queue.put_nowait(job)
+            queue.put_nowait(item)
 
 
 def _labels(pod: Pod) -> dict[str, str]:
@@ -177,33 +201,13 @@ class CronJobStatus(msgspec.Struct, gc=False):
     lastSuccessfulTime: str | None = None
 
 
-class CronJob(msgspec.Struct, gc=False):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+class CronJob(DispatchedObject, gc=False):
     spec: CronJobSpec = msgspec.field(default_factory=CronJobSpec)
     status: CronJobStatus = msgspec.field(default_factory=CronJobStatus)
-
-    @property
-    def template(self) -> str:
-        return (self.metadata.labels or {}).get(TEMPLATE_LABEL, "")
 
 
 CRONJOB_DECODER = msgspec.json.Decoder(CronJob)
 
 
-class CronJobStore:
-    """Dispatched CronJobs by (namespace, name)."""
-
-    def __init__(self) -> None:
-        self.cronjobs: dict[tuple[str, str], CronJob] = {}
-
-    def put(self, item: CronJob) -> None:
-        self.cronjobs[(item.metadata.namespace, item.metadata.name)] = item
-
-    def replace(self, items: Sequence[CronJob]) -> None:
-        self.cronjobs = {(c.metadata.namespace, c.metadata.name): c for c in items}
-
-    def apply(self, event: str, item: CronJob) -> None:
-        if event == "DELETED":
-            self.cronjobs.pop((item.metadata.namespace, item.metadata.name), None)
-        else:
-            self.put(item)
+class CronJobStore(DispatchedStore[CronJob]):
+    """DispatchedObject CronJobs."""

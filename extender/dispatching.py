@@ -70,7 +70,7 @@ class Dispatcher:
         cronjobs: CronJobStore | None = None,
         authorizer: Authorizer | None = None,
     ) -> None:
-        self.cronjobs = cronjobs
+        self.cronjobs = cronjobs or CronJobStore()
         self.authorizer = authorizer or Authorizer("none")
         self.templates = templates
         self._client = client
@@ -119,7 +119,7 @@ class Dispatcher:
     ) -> Dispatched[Job]:
         body = build_job(template, key, data, overrides)  # validates first: 422 beats 200/429
         name = job_name(template, key)
-        existing = self.jobs.jobs.get((template.namespace, name))
+        existing = self.jobs.objects.get((template.namespace, name))
         if existing is not None:
             return Dispatched(existing, created=False)
         reason = self.pressure(template)
@@ -167,8 +167,7 @@ class Dispatcher:
                 )
             )
             created = False
-        if self.cronjobs is not None:
-            self.cronjobs.put(item)
+        self.cronjobs.put(item)
         return Dispatched(item, created)
 
     async def _send(self, method: str, path: str, **kwargs: object) -> bytes:

@@ -54,6 +54,23 @@ def _ldflags(version: str) -> str:
     return "-s -w " + " ".join(flags)
 
 
+def _go_build(module: Path, packages: list[str], *, output: Path, ldflags: str) -> None:
+    """``go build`` of ``packages`` in ``module`` (static, module downloads allowed)."""
+    result = subprocess.run(
+        ["go", "build", "-trimpath", "-ldflags", ldflags, "-o", str(output), *packages],
+        cwd=module,
+        env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"go build of {' '.join(packages)} failed ({result.returncode}):\n"
+            f"{result.stderr[-4000:]}"
+        )
+
+
 def _heartbeat(stop: threading.Event, started: float, say: Callable[[str], None]) -> None:
     while not stop.wait(20):
         say(
@@ -83,17 +100,12 @@ def ensure_kube_binaries(say: Callable[[str], None] | None = None) -> Path:
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
     staging.chmod(0o755)
     try:
-        result = subprocess.run(
-            ["go", "build", "-trimpath", "-ldflags", _ldflags(version), "-o", str(staging)]
-            + [f"k8s.io/kubernetes/cmd/{name}" for name in COMMANDS],
-            cwd=MODULE,
-            env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"},
-            capture_output=True,
-            text=True,
-            check=False,
+        _go_build(
+            MODULE,
+            [f"k8s.io/kubernetes/cmd/{name}" for name in COMMANDS],
+            output=staging,
+            ldflags=_ldflags(version),
         )
-        if result.returncode != 0:
-            raise RuntimeError(f"go build failed ({result.returncode}):\n{result.stderr[-4000:]}")
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
@@ -130,28 +142,16 @@ def ensure_helm(say: Callable[[str], None] | None = None) -> Path:
     started = time.monotonic()
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_suffix(".building")
-    result = subprocess.run(
-        [
-            "go",
-            "build",
-            "-trimpath",
-            "-ldflags",
-            f"-s -w -X helm.sh/helm/v3/internal/version.version={version}",
-            "-o",
-            str(staging),
-            "helm.sh/helm/v3/cmd/helm",
-        ],
-        cwd=HELM_MODULE,
-        env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        staging.unlink(missing_ok=True)
-        raise RuntimeError(
-            f"go build of helm failed ({result.returncode}):\n{result.stderr[-4000:]}"
+    try:
+        _go_build(
+            HELM_MODULE,
+            ["helm.sh/helm/v3/cmd/helm"],
+            output=staging,
+            ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={version}",
         )
+    except RuntimeError:
+        staging.unlink(missing_ok=True)
+        raise
     staging.rename(target)
     say(f"built helm {version} in {time.monotonic() - started:.0f}s into {target}")
     return target

@@ -49,8 +49,11 @@ class PodUsage:
         return f"{self.namespace}/{self.name}"
 
     @classmethod
-    def of(cls, pod: Pod, *, node: str | None = None) -> PodUsage | None:
-        """The usage of ``pod``, or ``None`` if it does not count."""
+    def of(
+        cls, pod: Pod, *, node: str | None = None, request: ResourceList | None = None
+    ) -> PodUsage | None:
+        """The usage of ``pod``, or ``None`` if it does not count; ``node`` and ``request``
+        when already known (an assumed placement, a request computed by the caller)."""
         placed = node or pod.spec.nodeName or pod.status.nominatedNodeName
         if not placed or pod.is_terminal:
             return None
@@ -64,7 +67,7 @@ class PodUsage:
             never_preempts=pod.spec.preemptionPolicy == "Never",
             created=meta.creationTimestamp or "",
             terminating=meta.deletionTimestamp is not None,
-            request=pod.request(),
+            request=pod.request() if request is None else request,
         )
 
 
@@ -157,21 +160,10 @@ class QuotaLedger:
         uid = pod.metadata.uid
         if not uid or uid in self.pods:
             return
-        meta = pod.metadata
-        self._count(
-            PodUsage(
-                uid=uid,
-                namespace=meta.namespace,
-                name=meta.name,
-                node=node,
-                priority=pod.priority,
-                never_preempts=pod.spec.preemptionPolicy == "Never",
-                created=meta.creationTimestamp or "",
-                terminating=False,
-                request=request,
-            ),
-            +1,
-        )
+        usage = PodUsage.of(pod, node=node, request=request)
+        if usage is None:  # a terminal pod is never placed
+            return
+        self._count(usage, +1)
         self._assumed[uid] = self._clock() + self._assume_seconds
 
     def is_assumed(self, uid: str) -> bool:

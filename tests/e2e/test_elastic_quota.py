@@ -8,7 +8,6 @@ PriorityClass 1000000 with preemptionPolicy Never). B runs job-1 (3 CPU), then j
 
 from __future__ import annotations
 
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,10 +225,8 @@ def test_the_user_story(sandbox: Sandbox, quota_cluster: dict[str, str]) -> None
 
     sandbox.create_pods([pod("job-1", B, "3")])
     wait_bound(sandbox, B, ["job-1"], 1)
-    started = time.monotonic()
     sandbox.create_pods([pod("job-2", B, "5")])
     wait_bound(sandbox, B, ["job-2"], 1)
-    reclaimed_in = time.monotonic() - started
 
     after = bound_pods(sandbox, A)
     gone = {name for name, (uid, _) in before.items() if after.get(name, ("",))[0] != uid}
@@ -257,4 +254,3 @@ def test_the_user_story(sandbox: Sandbox, quota_cluster: dict[str, str]) -> None
     wait_for(lambda: used_cpu(sandbox, B) == "8", timeout=30, what="status.used of B = 8")
     assert used_cpu(sandbox, A) == "6"
     assert metric(annotator, 'loadsched_annotator_reclaim_evictions_total{result="evicted"}') == 1
-    assert reclaimed_in < 90

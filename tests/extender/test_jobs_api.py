@@ -9,6 +9,10 @@ import httpx
 import pytest
 import yaml
 
+from extender.main import create_app
+from extender.settings import ExtenderSettings
+from shared.errors import ConfigError
+from shared.kube.config import KubeEndpoint
 from tests.extender.conftest import ClientFactory
 from tests.fakekube import FakeCluster, FakeCollection
 from tests.payloads import node
@@ -251,11 +255,6 @@ async def test_static_tokens(make_client: ClientFactory, tmp_path: Path) -> None
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_static_mode_needs_a_token_file(tmp_path: Path) -> None:
-    from extender.main import create_app
-    from extender.settings import ExtenderSettings
-    from shared.errors import ConfigError
-    from shared.kube.config import KubeEndpoint
-
     path = tmp_path / "templates.yaml"
     path.write_text(yaml.safe_dump(TEMPLATES))
     settings = ExtenderSettings(job_templates=path, dispatch_auth="static")

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from extender.poll_cli import main as poll_main
-from extender.polling import poll_once, read_only_engine, read_rows
+from extender.polling import DatabaseError, poll_once, read_only_engine, read_rows
 from shared.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
@@ -79,8 +79,6 @@ async def test_backpressure_ends_the_pass_and_the_next_resumes(database: Path) -
 
 def test_the_database_is_never_written(database: Path) -> None:
     engine = read_only_engine(f"sqlite:///{database}")
-    from extender.polling import DatabaseError
-
     with pytest.raises(DatabaseError, match="readonly"):
         read_rows(engine, "delete from tasks")
     assert len(read_rows(engine, "select * from tasks")) == 5

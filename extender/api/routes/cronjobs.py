@@ -7,10 +7,17 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from extender.api.routes.jobs import DispatcherDep, authorize, invalid, upstream
+from extender.api.routes.jobs import (
+    DispatcherDep,
+    authorize,
+    delete_dispatched,
+    find,
+    invalid,
+    upstream,
+)
 from extender.dispatch_caches import CronJob
 from extender.job_building import MAX_KEY_LENGTH, InvalidDispatch
-from shared.errors import APINotFoundError, LoadschedError
+from shared.errors import LoadschedError
 
 router = APIRouter(prefix="/v1/cronjobs", tags=["job dispatch"])
 
@@ -93,10 +100,6 @@ def describe(cron: CronJob) -> dict[str, Any]:
     }
 
 
-def _cached(dispatcher: DispatcherDep) -> dict[tuple[str, str], CronJob]:
-    return dispatcher.cronjobs.cronjobs if dispatcher.cronjobs is not None else {}
-
-
 @router.get("")
 async def list_cronjobs(
     dispatcher: DispatcherDep, http: Request, template: str | None = None
@@ -104,7 +107,7 @@ async def list_cronjobs(
     await authorize(dispatcher, http, "list", "cronjobs", "")
     items = [
         describe(c)
-        for c in _cached(dispatcher).values()
+        for c in dispatcher.cronjobs.objects.values()
         if template is None or c.template == template
     ]
     items.sort(key=lambda c: (c["namespace"], c["name"]))
@@ -116,23 +119,13 @@ async def read_cronjob(
     namespace: str, name: str, dispatcher: DispatcherDep, http: Request
 ) -> dict[str, Any]:
     await authorize(dispatcher, http, "get", "cronjobs", namespace)
-    cron = _cached(dispatcher).get((namespace, name))
-    if cron is None:
-        raise HTTPException(404, f"no dispatched CronJob {namespace}/{name}")
-    return describe(cron)
+    return describe(find(dispatcher.cronjobs, "CronJob", namespace, name))
 
 
 @router.delete("/{namespace}/{name}")
 async def delete_cronjob(
     namespace: str, name: str, dispatcher: DispatcherDep, http: Request
 ) -> dict[str, Any]:
-    await authorize(dispatcher, http, "delete", "cronjobs", namespace)
-    if (namespace, name) not in _cached(dispatcher):
-        raise HTTPException(404, f"no dispatched CronJob {namespace}/{name}")
-    try:
-        await dispatcher.delete(namespace, name, kind="cronjobs")
-    except APINotFoundError as e:
-        raise HTTPException(404, f"no dispatched CronJob {namespace}/{name}") from e
-    except LoadschedError as e:
-        raise upstream(e) from e
-    return {"namespace": namespace, "name": name, "deleted": True, "propagation": "Foreground"}
+    return await delete_dispatched(
+        dispatcher, dispatcher.cronjobs, "CronJob", namespace, name, http
+    )

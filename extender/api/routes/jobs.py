@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from extender.api.deps import StateDep
 from extender.authorizing import Action, Forbidden, Unauthenticated
-from extender.dispatch_caches import Job
+from extender.dispatch_caches import D, DispatchedStore, Job
 from extender.dispatching import Backpressure, Dispatcher
 from extender.job_building import MAX_KEY_LENGTH, InvalidDispatch
 from extender.state import ExtenderState
@@ -141,7 +141,7 @@ async def list_jobs(
     await authorize(dispatcher, http, "list", "jobs", "")
     jobs = [
         describe(job, state)
-        for job in dispatcher.jobs.jobs.values()
+        for job in dispatcher.jobs.objects.values()
         if (template is None or job.template == template)
         and (job_state is None or job.state == job_state)
     ]
@@ -149,11 +149,33 @@ async def list_jobs(
     return {"items": jobs}
 
 
-def _get(dispatcher: Dispatcher, namespace: str, name: str) -> Job:
-    job = dispatcher.jobs.jobs.get((namespace, name))
-    if job is None:
-        raise HTTPException(404, f"no dispatched Job {namespace}/{name}")
-    return job
+def find(store: DispatchedStore[D], kind: str, namespace: str, name: str) -> D:
+    """The cached object, or a 404 naming it."""
+    item = store.objects.get((namespace, name))
+    if item is None:
+        raise HTTPException(404, f"no dispatched {kind} {namespace}/{name}")
+    return item
+
+
+async def delete_dispatched(
+    dispatcher: Dispatcher,
+    store: DispatchedStore[D],
+    kind: str,
+    namespace: str,
+    name: str,
+    http: Request,
+) -> dict[str, Any]:
+    """``DELETE`` of a dispatched Job or CronJob (``kind``), foreground propagation."""
+    resource = f"{kind.lower()}s"
+    await authorize(dispatcher, http, "delete", resource, namespace)
+    find(store, kind, namespace, name)
+    try:
+        await dispatcher.delete(namespace, name, kind=resource)
+    except APINotFoundError as e:
+        raise HTTPException(404, f"no dispatched {kind} {namespace}/{name}") from e
+    except LoadschedError as e:
+        raise upstream(e) from e
+    return {"namespace": namespace, "name": name, "deleted": True, "propagation": "Foreground"}
 
 
 @router.get("/{namespace}/{name}")
@@ -161,22 +183,14 @@ async def read_job(
     namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep, http: Request
 ) -> dict[str, Any]:
     await authorize(dispatcher, http, "get", "jobs", namespace)
-    return describe(_get(dispatcher, namespace, name), state)
+    return describe(find(dispatcher.jobs, "Job", namespace, name), state)
 
 
 @router.delete("/{namespace}/{name}")
 async def delete_job(
     namespace: str, name: str, dispatcher: DispatcherDep, http: Request
 ) -> dict[str, Any]:
-    await authorize(dispatcher, http, "delete", "jobs", namespace)
-    _get(dispatcher, namespace, name)
-    try:
-        await dispatcher.delete(namespace, name)
-    except APINotFoundError as e:
-        raise HTTPException(404, f"no dispatched Job {namespace}/{name}") from e
-    except LoadschedError as e:
-        raise upstream(e) from e
-    return {"namespace": namespace, "name": name, "deleted": True, "propagation": "Foreground"}
+    return await delete_dispatched(dispatcher, dispatcher.jobs, "Job", namespace, name, http)
 
 
 @router.get("/{namespace}/{name}/watch")
@@ -185,7 +199,7 @@ async def watch_job(
 ) -> StreamingResponse:
     """Server-Sent Events: the Job's state now, then on every change, until it is deleted."""
     await authorize(dispatcher, http, "watch", "jobs", namespace)
-    job = _get(dispatcher, namespace, name)
+    job = find(dispatcher.jobs, "Job", namespace, name)
     key = (namespace, name)
     queue = dispatcher.jobs.subscribe(key)
 
