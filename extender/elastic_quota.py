@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from fractions import Fraction
 
 from extender.metrics import ExtenderMetrics
 from extender.wire import MetaPod, MetaVictims, PodInfo
@@ -39,8 +38,6 @@ from shared.reclaim import (
 )
 
 logger = logging.getLogger(__name__)
-
-ZERO = Fraction(0)
 
 
 class InvalidPod(Exception):
