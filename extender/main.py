@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
 
 from extender.api.routes import cronjobs, health, jobs, scheduler
 from extender.authorizing import Authorizer, load_static_tokens
@@ -48,6 +49,20 @@ logger = logging.getLogger(__name__)
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class ExtenderApp(FastAPI):
+    """The extender's FastAPI app, with the scheduler verbs served ahead of it
+    (:mod:`extender.api.routes.scheduler`)."""
+
+    scheduler_verbs: scheduler.SchedulerVerbs | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        verbs = self.scheduler_verbs
+        if verbs is not None and scope["type"] == "http" and scope["path"] in scheduler.PATHS:
+            await verbs(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
 
 def resolve_endpoint(settings: ExtenderSettings) -> KubeEndpoint | None:
@@ -136,7 +151,7 @@ def create_app(
     endpoint: KubeEndpoint | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], datetime] = utc_now,
-) -> FastAPI:
+) -> ExtenderApp:
     """The extender app. ``endpoint`` (and a fake ``transport`` in tests) enable the node cache."""
     if policy is None:
         policy = load_policy(settings.policy) if settings.policy else default_policy()
@@ -217,13 +232,13 @@ def create_app(
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
 
-    app = FastAPI(
+    app = ExtenderApp(
         title="loadsched extender",
         summary="Load-aware filter and prioritize for the stock kube-scheduler",
         lifespan=lifespan,
     )
     app.state.loadsched = state
-    app.include_router(scheduler.router)
+    app.scheduler_verbs = scheduler.SchedulerVerbs(state)
     app.include_router(health.router)
     app.include_router(jobs.router)
     app.include_router(cronjobs.router)

@@ -64,11 +64,13 @@ class NodeView:
     """Every cached node's verdict, indexed for names-only requests: the names that pass with
     every value known (``clean``), prebuilt scores, and for the rest their rejection message,
     its (metric, reason) and their unknown values. Each request then costs one set or dict
-    lookup per node."""
+    lookup per node. ``version`` changes with every change, so answers computed from one
+    version can be kept until the next (:class:`extender.scheduling.AnswerMemo`)."""
 
-    __slots__ = ("clean", "reasons", "refusals", "scores", "unknowns", "verdicts")
+    __slots__ = ("clean", "reasons", "refusals", "scores", "unknowns", "verdicts", "version")
 
     def __init__(self) -> None:
+        self.version = 0
         self.verdicts: dict[str, Verdict] = {}
         self.clean: set[str] = set()
         self.scores: dict[str, HostPriority] = {}
@@ -78,6 +80,7 @@ class NodeView:
 
     def put(self, name: str, verdict: Verdict) -> None:
         self.drop(name)
+        self.version += 1
         self.verdicts[name] = verdict
         self.scores[name] = HostPriority(name, verdict.extender_score)
         if verdict.overload is not None:
@@ -89,6 +92,7 @@ class NodeView:
             self.clean.add(name)
 
     def drop(self, name: str) -> None:
+        self.version += 1
         for index in (self.verdicts, self.scores, self.refusals, self.reasons, self.unknowns):
             index.pop(name, None)
         self.clean.discard(name)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter as Tally
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import datetime
+from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
 
@@ -17,6 +18,7 @@ from extender.elastic_quota import QuotaGate
 from extender.metrics import ExtenderMetrics
 from extender.node_loads import NodeLoadCache, NodeView, RequestMemo, decode_node
 from extender.wire import (
+    ENCODER,
     ExtenderArgs,
     FilterResult,
     HostPriority,
@@ -26,6 +28,7 @@ from extender.wire import (
     PodInfo,
     PreemptionArgs,
     PreemptionResult,
+    encode_filter_result,
 )
 from shared.load_model import LoadRules, Verdict
 
@@ -54,6 +57,39 @@ class InvalidNode(Exception):
         super().__init__(detail)
 
 
+K = TypeVar("K", bound=Hashable)
+A = TypeVar("A")
+
+
+class AnswerMemo(Generic[K, A]):
+    """Names-only answers computed from one :class:`NodeView` version, by the node names asked
+    about. kube-scheduler asks about the same feasible nodes pod after pod (in a new order each
+    time), so an answer is mostly computed once per change of the view and then reused."""
+
+    def __init__(self, size: int = 16) -> None:
+        self._size = size
+        self._version = -1
+        self._answers: dict[K, A] = {}
+
+    def get(self, version: int, key: K) -> A | None:
+        if version != self._version:
+            self._answers.clear()
+            self._version = version
+            return None
+        return self._answers.get(key)
+
+    def put(self, key: K, answer: A) -> None:
+        if len(self._answers) >= self._size:
+            self._answers.clear()
+        self._answers[key] = answer
+
+
+class _Filtered(NamedTuple):
+    answer: msgspec.Raw
+    tally: _Tally
+    passes: bool
+
+
 class LoadAwareExtender:
     def __init__(
         self,
@@ -70,6 +106,8 @@ class LoadAwareExtender:
         self._cache = node_cache
         self._quota = quota
         self._memo = RequestMemo(rules)
+        self._filtered = AnswerMemo[tuple[bool, frozenset[str]], _Filtered]()
+        self._scored = AnswerMemo[frozenset[str], msgspec.Raw]()
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
         """Full-node mode: (name, verdict, raw item) per node, in request order."""
@@ -88,7 +126,7 @@ class LoadAwareExtender:
             raise NamesOnlyUnavailable(NamesOnlyUnavailable.MESSAGE)
         return self._cache.view(now)
 
-    def filter(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult:
+    def filter(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult | msgspec.Raw:
         """Reject every node for a pod its namespace's elastic quota refuses; else reject
         overloaded nodes (and, failClosed, unknown ones); count what was unknown."""
         quota = self._quota
@@ -99,26 +137,20 @@ class LoadAwareExtender:
             if not decision.admitted:
                 return self._refuse_all(args, decision.message, decision.preemption_may_help)
         now = self._clock()
-        tally = _Tally(self._rules.fail_closed, check=not pod.is_daemonset_pod)
+        check = not pod.is_daemonset_pod
+        answer: FilterResult | msgspec.Raw
         if args.NodeNames is not None:
-            names = args.NodeNames
-            view = self._view(now)
-            clean = view.clean
-            # Most nodes pass with every value known: look closer only at the others.
-            tally.judge_all([n for n in names if n not in clean], view)
-            refused = tally.rejected
-            result = FilterResult(
-                NodeNames=[n for n in names if n not in refused] if refused else list(names),
-                FailedAndUnresolvableNodes=refused,
-            )
+            answer, tally, passes = self._filter_names(args.NodeNames, now, check=check)
         else:
+            tally = _Tally(self._rules.fail_closed, check=check)
             rows = self._full_nodes(args, now)
             items = [raw for name, verdict, raw in rows if tally.judge(name, verdict)]
-            result = FilterResult(
+            answer = FilterResult(
                 Nodes=NodeList(items=items), FailedAndUnresolvableNodes=tally.rejected
             )
+            passes = bool(items)
         tally.report(self._metrics)
-        if quota is not None and request is not None and (result.NodeNames or result.Nodes):
+        if quota is not None and request is not None and passes:
             quota.assume(pod, request)
         if tally.rejected:
             logger.debug(
@@ -127,7 +159,24 @@ class LoadAwareExtender:
                 len(tally.rejected),
                 _sample(tally.rejected),
             )
-        return result
+        return answer
+
+    def _filter_names(self, names: list[str], now: datetime, *, check: bool) -> _Filtered:
+        """A names-only filter answer, encoded, with its tally; once per node set and view."""
+        view = self._view(now)
+        key = (check, frozenset(names))
+        found = self._filtered.get(view.version, key)
+        if found is None:
+            tally = _Tally(self._rules.fail_closed, check=check)
+            clean = view.clean
+            # Most nodes pass with every value known: look closer only at the others.
+            tally.judge_all([n for n in names if n not in clean], view)
+            refused = tally.rejected
+            passing = [n for n in names if n not in refused] if refused else list(names)
+            result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=refused)
+            found = _Filtered(msgspec.Raw(encode_filter_result(result)), tally, bool(passing))
+            self._filtered.put(key, found)
+        return found
 
     def _refuse_all(self, args: ExtenderArgs, message: str, preemptible: bool) -> FilterResult:
         if args.NodeNames is not None:
@@ -142,20 +191,26 @@ class LoadAwareExtender:
             FailedAndUnresolvableNodes={} if preemptible else failed,
         )
 
-    def prioritize(self, pod: PodInfo, args: ExtenderArgs) -> list[HostPriority]:
+    def prioritize(self, pod: PodInfo, args: ExtenderArgs) -> list[HostPriority] | msgspec.Raw:
         """0..10 per node; a node the cache lacks scores 0, like one with no metrics."""
         now = self._clock()
-        if args.NodeNames is not None:
-            get = self._view(now).scores.get
-            scores = [get(n) or HostPriority(n, 0) for n in args.NodeNames]
-        else:
-            scores = [
+        if args.NodeNames is None:
+            return [
                 HostPriority(name, verdict.extender_score)
                 for name, verdict, _ in self._full_nodes(args, now)
             ]
+        names = args.NodeNames
+        view = self._view(now)
+        get = view.scores.get
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("pod/%s: scores %s", pod.key, {s.Host: s.Score for s in scores[:20]})
-        return scores
+            shown = {n: (get(n) or HostPriority(n, 0)).Score for n in names[:20]}
+            logger.debug("pod/%s: scores %s", pod.key, shown)
+        key = frozenset(names)
+        found = self._scored.get(view.version, key)
+        if found is None:
+            found = msgspec.Raw(ENCODER.encode([get(n) or HostPriority(n, 0) for n in names]))
+            self._scored.put(key, found)
+        return found
 
     def preempt(self, args: PreemptionArgs) -> PreemptionResult:
         """Load has no say in preemption; elastic quotas replace the scheduler's victims with

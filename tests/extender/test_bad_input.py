@@ -8,6 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from extender.main import create_app
+from extender.settings import ExtenderSettings
 from tests import payloads
 from tests.extender.conftest import ClientFactory
 
@@ -161,3 +163,31 @@ async def test_fuzzed_bodies_never_500(client: httpx.AsyncClient, body: Any, ver
     response = await client.post(f"/{verb}", content=json.dumps(body))
     assert response.status_code in (200, 400, 503), response.text
     assert response.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("verb", VERBS)
+async def test_only_post_is_allowed(client: httpx.AsyncClient, verb: str) -> None:
+    response = await client.get(f"/{verb}")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json() == {"detail": "Method Not Allowed"}
+
+
+async def test_an_internal_error_is_a_json_500_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = create_app(ExtenderSettings())
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("boom")
+
+    app.state.loadsched.extender.prioritize = broken
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
+        body = payloads.encode(payloads.names_args(["n1"]))
+        response = await client.post("/prioritize", content=body)
+        assert response.status_code == 500
+        assert response.json() == {"detail": "internal error in prioritize: see the extender's log"}
+        assert "boom" in caplog.text
+        # the next call is served as usual
+        assert (await client.post("/filter", content=body)).status_code == 200

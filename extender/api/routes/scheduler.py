@@ -1,6 +1,10 @@
 """``POST /filter``, ``/prioritize``, ``/preempt``: the kube-scheduler extender verbs.
 
-Bodies are read with a size limit and decoded with msgspec straight into the slim wire types;
+kube-scheduler calls filter and prioritize once each for every pod, one pod after the other,
+so every microsecond here is added to its scheduling cycle. The verbs are therefore served as
+one plain ASGI app that :class:`extender.main.ExtenderApp` hands these three paths to before
+FastAPI's middleware and routing (which cost about as much as the decision itself). Bodies
+are read with a size limit and decoded with msgspec straight into the slim wire types;
 answers are encoded the same way. Every answer carries a ``Server-Timing`` header with the
 time spent in the extender.
 """
@@ -13,9 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from fastapi import APIRouter, Request, Response
+from starlette.types import Receive, Scope, Send
 
-from extender.api.deps import StateDep
 from extender.elastic_quota import InvalidPod
 from extender.scheduling import InvalidNode, NamesOnlyUnavailable
 from extender.state import ExtenderState
@@ -25,14 +28,15 @@ from extender.wire import (
     PREEMPTION_DECODER,
     ExtenderArgs,
     FilterResult,
-    PodInfo,
     encode_filter_result,
 )
 
 logger = logging.getLogger(__name__)
-router = APIRouter(tags=["scheduler extender"])
 
-JSON = "application/json"
+PATHS = frozenset({"/filter", "/prioritize", "/preempt"})
+"""The paths :class:`SchedulerVerbs` answers (any method: only POST is allowed)."""
+
+JSON = b"application/json"
 
 
 class BadRequest(Exception):
@@ -42,29 +46,38 @@ class BadRequest(Exception):
         self.message = message
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BadRequest(413, f"request body of {declared} bytes is over the limit of {limit}")
+class Disconnected(Exception):
+    """The client went away before the body was complete: there is no one to answer."""
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if value.isdigit() and int(value) > limit:
+                raise BadRequest(
+                    413, f"request body of {value.decode()} bytes is over the limit of {limit}"
+                )
+            break
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Disconnected
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise BadRequest(413, f"request body is over the limit of {limit} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _decode_error(error: msgspec.DecodeError) -> BadRequest:
-    return BadRequest(400, f"invalid request body: {error}")
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _args(body: bytes) -> ExtenderArgs:
     try:
         args = ARGS_DECODER.decode(body)
     except msgspec.DecodeError as e:
-        raise _decode_error(e) from e
+        raise BadRequest(400, f"invalid request body: {e}") from e
     if args.Pod is None:
         raise BadRequest(400, "invalid request body: Pod is required - at `$.Pod`")
     if args.Nodes is None and args.NodeNames is None:
@@ -74,90 +87,93 @@ def _args(body: bytes) -> ExtenderArgs:
     return args
 
 
-def _respond(
-    state: ExtenderState, verb: str, started: float, status: int, payload: Any
-) -> Response:
-    if isinstance(payload, FilterResult):
-        body = encode_filter_result(payload)
-    else:
-        body = ENCODER.encode(payload)
-    elapsed = time.perf_counter() - started
-    state.metrics.request_seconds.labels(verb).observe(elapsed)
-    state.metrics.responses.labels(verb, str(status)).inc()
-    return Response(
-        body,
-        status_code=status,
-        media_type=JSON,
-        headers={"Server-Timing": f"extender;dur={elapsed * 1000:.3f}"},
-    )
+class SchedulerVerbs:
+    """The three verbs of one extender, as an ASGI app."""
 
+    def __init__(self, state: ExtenderState) -> None:
+        self._state = state
+        self._decide: dict[str, Callable[[bytes], tuple[int, Any]]] = {
+            "filter": self._filter,
+            "prioritize": self._prioritize,
+            "preempt": self._preempt,
+        }
 
-def _refuse(state: ExtenderState, verb: str, started: float, error: BadRequest) -> Response:
-    state.metrics.decode_errors.labels(verb).inc()
-    logger.warning("%s: %s %s", verb, error.status, error.message[:300])
-    return _respond(state, verb, started, error.status, {"detail": error.message})
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        verb = scope["path"][1:]
+        if scope["method"] != "POST":
+            await _send(send, 405, b'{"detail":"Method Not Allowed"}', [(b"allow", b"POST")])
+            return
+        state = self._state
+        started = time.perf_counter()
+        try:
+            body = await _read_body(scope, receive, state.settings.max_body_bytes)
+            status, payload = self._decide[verb](body)
+        except BadRequest as e:
+            state.metrics.decode_errors.labels(verb).inc()
+            logger.warning("%s: %s %s", verb, e.status, e.message[:300])
+            status, payload = e.status, {"detail": e.message}
+        except Disconnected:
+            return
+        except Exception:
+            logger.exception("%s: internal error", verb)
+            status, payload = 500, {"detail": f"internal error in {verb}: see the extender's log"}
+        encoded = (
+            encode_filter_result(payload)
+            if isinstance(payload, FilterResult)
+            else ENCODER.encode(payload)
+        )
+        elapsed = time.perf_counter() - started
+        state.metrics.request_seconds.labels(verb).observe(elapsed)
+        state.metrics.responses.labels(verb, str(status)).inc()
+        timing = f"extender;dur={elapsed * 1000:.3f}".encode()
+        await _send(send, status, encoded, [(b"server-timing", timing)])
 
-
-async def _decide(
-    request: Request,
-    state: ExtenderState,
-    verb: str,
-    decide: Callable[[PodInfo, ExtenderArgs], Any],
-    unavailable: Callable[[NamesOnlyUnavailable], tuple[int, Any]],
-) -> Response:
-    """Read, decode and answer one filter or prioritize call."""
-    started = time.perf_counter()
-    try:
-        args = _args(await _read_body(request, state.settings.max_body_bytes))
+    def _filter(self, body: bytes) -> tuple[int, Any]:
+        args = _args(body)
         assert args.Pod is not None
         try:
-            return _respond(state, verb, started, 200, decide(args.Pod, args))
+            return 200, self._state.extender.filter(args.Pod, args)
         except (InvalidNode, InvalidPod) as e:
             raise BadRequest(400, f"invalid request body: {e}") from e
         except NamesOnlyUnavailable as e:
-            status, payload = unavailable(e)
-            return _respond(state, verb, started, status, payload)
-    except BadRequest as e:
-        return _refuse(state, verb, started, e)
+            # kube-scheduler logs the Error field of a filter answer.
+            return 200, FilterResult(NodeNames=None, Error=str(e))
 
+    def _prioritize(self, body: bytes) -> tuple[int, Any]:
+        args = _args(body)
+        assert args.Pod is not None
+        try:
+            return 200, self._state.extender.prioritize(args.Pod, args)
+        except InvalidNode as e:
+            raise BadRequest(400, f"invalid request body: {e}") from e
+        except NamesOnlyUnavailable as e:
+            # kube-scheduler drops prioritize errors silently: say it here.
+            logger.error("prioritize: %s", e)
+            return 503, {"detail": str(e)}
 
-def _filter_unavailable(error: NamesOnlyUnavailable) -> tuple[int, Any]:
-    # kube-scheduler logs the Error field of a filter answer.
-    return 200, FilterResult(NodeNames=None, Error=str(error))
-
-
-def _prioritize_unavailable(error: NamesOnlyUnavailable) -> tuple[int, Any]:
-    # kube-scheduler drops prioritize errors silently: say it here.
-    logger.error("prioritize: %s", error)
-    return 503, {"detail": str(error)}
-
-
-@router.post("/filter")
-async def filter_nodes(request: Request, state: StateDep) -> Response:
-    return await _decide(request, state, "filter", state.extender.filter, _filter_unavailable)
-
-
-@router.post("/prioritize")
-async def prioritize_nodes(request: Request, state: StateDep) -> Response:
-    return await _decide(
-        request, state, "prioritize", state.extender.prioritize, _prioritize_unavailable
-    )
-
-
-@router.post("/preempt")
-async def preempt(request: Request, state: StateDep) -> Response:
-    started = time.perf_counter()
-    try:
-        body = await _read_body(request, state.settings.max_body_bytes)
+    def _preempt(self, body: bytes) -> tuple[int, Any]:
         try:
             args = PREEMPTION_DECODER.decode(body)
         except msgspec.DecodeError as e:
-            raise _decode_error(e) from e
+            raise BadRequest(400, f"invalid request body: {e}") from e
         if args.Pod is None:
             raise BadRequest(400, "invalid request body: Pod is required - at `$.Pod`")
         try:
-            return _respond(state, "preempt", started, 200, state.extender.preempt(args))
+            return 200, self._state.extender.preempt(args)
         except InvalidPod as e:
             raise BadRequest(400, f"invalid request body: {e}") from e
-    except BadRequest as e:
-        return _refuse(state, "preempt", started, e)
+
+
+async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", JSON),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

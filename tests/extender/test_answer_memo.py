@@ -1,0 +1,118 @@
+"""Names-only answers are reused while the node view is unchanged, and only then."""
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from extender.metrics import ExtenderMetrics
+from extender.node_loads import NodeLoadCache
+from extender.scheduling import AnswerMemo, LoadAwareExtender
+from extender.wire import ARGS_DECODER, ENCODER, Node, NodeMeta
+from shared.annotations import encode_hot_value, encode_metric
+from shared.load_model import LoadRules
+from tests import payloads
+from tests.extender.conftest import NOW
+
+
+def node(name: str, usage: float, *, hot: int | None = None, at: datetime = NOW) -> Node:
+    annotations = {
+        "cpu_usage_avg_5m": encode_metric(usage, at),
+        "mem_usage_avg_5m": encode_metric(usage, at),
+    }
+    if hot is not None:
+        annotations["node_hot_value"] = encode_hot_value(hot, at)
+    return Node(metadata=NodeMeta(name=name, annotations=annotations))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def extender(rules: LoadRules, nodes: list[Node]) -> tuple[LoadAwareExtender, NodeLoadCache, Clock]:
+    cache = NodeLoadCache(rules)
+    cache.replace(nodes)
+    clock = Clock()
+    decide = LoadAwareExtender(
+        rules=rules, clock=clock, metrics=ExtenderMetrics(), node_cache=cache
+    )
+    return decide, cache, clock
+
+
+def ask(decide: LoadAwareExtender, verb: str, names: list[str], *, daemonset: bool = False) -> Any:
+    args = ARGS_DECODER.decode(
+        payloads.encode(payloads.names_args(names, payloads.pod(daemonset=daemonset)))
+    )
+    assert args.Pod is not None
+    answer = getattr(decide, verb)(args.Pod, args)
+    return json.loads(ENCODER.encode(answer))
+
+
+def filtered_total(decide: LoadAwareExtender) -> float:
+    value = decide._metrics.registry.get_sample_value(  # noqa: SLF001 - the extender's own registry
+        "loadsched_extender_nodes_filtered_total",
+        {"metric": "cpu_usage_avg_5m", "reason": "overloaded"},
+    )
+    return value or 0.0
+
+
+def test_same_nodes_in_another_order_get_the_same_answer(rules: LoadRules) -> None:
+    decide, _, _ = extender(rules, [node("a", 0.2), node("b", 0.9), node("c", 0.4)])
+    first = ask(decide, "filter", ["a", "b", "c"])
+    again = ask(decide, "filter", ["c", "b", "a"])
+    assert set(first["NodeNames"]) == set(again["NodeNames"]) == {"a", "c"}
+    assert first["FailedAndUnresolvableNodes"] == again["FailedAndUnresolvableNodes"]
+    assert set(again["FailedAndUnresolvableNodes"]) == {"b"}
+    # every request is counted, reused answer or not
+    assert filtered_total(decide) == 2
+    scores = ask(decide, "prioritize", ["a", "c"])
+    assert sorted(ask(decide, "prioritize", ["c", "a"]), key=lambda s: s["Host"]) == scores
+
+
+def test_another_node_set_is_answered_for_itself(rules: LoadRules) -> None:
+    decide, _, _ = extender(rules, [node("a", 0.2), node("b", 0.9), node("c", 0.4)])
+    ask(decide, "filter", ["a", "b", "c"])
+    assert ask(decide, "filter", ["a", "c"])["NodeNames"] == ["a", "c"]
+    assert ask(decide, "filter", ["b"])["NodeNames"] == []
+    assert [s["Host"] for s in ask(decide, "prioritize", ["c"])] == ["c"]
+
+
+def test_daemonset_pods_do_not_share_answers_with_other_pods(rules: LoadRules) -> None:
+    decide, _, _ = extender(rules, [node("a", 0.2), node("b", 0.9)])
+    assert ask(decide, "filter", ["a", "b"])["NodeNames"] == ["a"]
+    assert ask(decide, "filter", ["a", "b"], daemonset=True)["NodeNames"] == ["a", "b"]
+    assert ask(decide, "filter", ["b", "a"])["NodeNames"] == ["a"]
+
+
+def test_a_node_change_is_seen_by_the_next_request(rules: LoadRules) -> None:
+    decide, cache, _ = extender(rules, [node("a", 0.2), node("b", 0.3)])
+    assert ask(decide, "filter", ["a", "b"])["NodeNames"] == ["a", "b"]
+    before = {s["Host"]: s["Score"] for s in ask(decide, "prioritize", ["a", "b"])}
+    cache.apply("MODIFIED", node("a", 0.95))
+    assert ask(decide, "filter", ["a", "b"])["NodeNames"] == ["b"]
+    cache.apply("MODIFIED", node("b", 0.3, hot=3))
+    after = {s["Host"]: s["Score"] for s in ask(decide, "prioritize", ["a", "b"])}
+    assert after["b"] < before["b"]
+    cache.apply("DELETED", node("a", 0.95))
+    assert ask(decide, "filter", ["a", "b"])["NodeNames"] == ["a", "b"]  # uncached: fail-open
+
+
+def test_time_alone_changes_the_answer_when_a_value_goes_stale(rules: LoadRules) -> None:
+    decide, _, clock = extender(rules, [node("a", 0.9), node("b", 0.3)])
+    assert ask(decide, "filter", ["a", "b"])["NodeNames"] == ["b"]
+    clock.now = NOW + timedelta(minutes=9)  # past the 5m metrics' period + tolerance
+    assert ask(decide, "filter", ["a", "b"])["NodeNames"] == ["a", "b"]
+
+
+def test_memo_keeps_one_view_version_and_a_bounded_number_of_sets() -> None:
+    memo = AnswerMemo[str, int](size=2)
+    assert memo.get(1, "x") is None
+    memo.put("x", 1)
+    memo.put("y", 2)
+    assert (memo.get(1, "x"), memo.get(1, "y")) == (1, 2)
+    memo.put("z", 3)  # full: starts over
+    assert (memo.get(1, "x"), memo.get(1, "z")) == (None, 3)
+    assert memo.get(2, "z") is None  # another version of the view
