@@ -4,6 +4,7 @@ version. Built once; later calls find the binaries and return at once."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -69,6 +70,18 @@ def _go_build(module: Path, packages: list[str], *, output: Path, ldflags: str) 
             f"go build of {' '.join(packages)} failed ({result.returncode}):\n"
             f"{result.stderr[-4000:]}"
         )
+
+
+def _build_binary(module: Path, packages: list[str], target: Path, *, ldflags: str) -> None:
+    """One binary into ``target``, which appears only once complete."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_suffix(".building")
+    try:
+        _go_build(module, packages, output=staging, ldflags=ldflags)
+    except RuntimeError:
+        staging.unlink(missing_ok=True)
+        raise
+    staging.rename(target)
 
 
 def _heartbeat(stop: threading.Event, started: float, say: Callable[[str], None]) -> None:
@@ -140,20 +153,33 @@ def ensure_helm(say: Callable[[str], None] | None = None) -> Path:
         raise RuntimeError("Go is needed to build helm: 'go' is not on PATH")
     say(f"building helm {version} from its Go module (first time only; about 2 minutes)")
     started = time.monotonic()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_suffix(".building")
-    try:
-        _go_build(
-            HELM_MODULE,
-            ["helm.sh/helm/v3/cmd/helm"],
-            output=staging,
-            ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={version}",
-        )
-    except RuntimeError:
-        staging.unlink(missing_ok=True)
-        raise
-    staging.rename(target)
+    _build_binary(
+        HELM_MODULE,
+        ["helm.sh/helm/v3/cmd/helm"],
+        target,
+        ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={version}",
+    )
     say(f"built helm {version} in {time.monotonic() - started:.0f}s into {target}")
+    return target
+
+
+MINIMAL_EXTENDER_MODULE = ROOT / "hack" / "minimal-extender"
+
+
+def ensure_minimal_extender(say: Callable[[str], None] | None = None) -> Path:
+    """The yardstick extender of ``bench/scheduling.py`` (``hack/minimal-extender``), built
+    into the cache under a hash of its source the first time (standard library only: seconds)."""
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    digest = hashlib.sha256()
+    for name in ("go.mod", "main.go"):
+        digest.update((MINIMAL_EXTENDER_MODULE / name).read_bytes())
+    target = cache_root() / "minimal-extender" / digest.hexdigest()[:16] / "minimal-extender"
+    if target.is_file():
+        return target
+    if shutil.which("go") is None:
+        raise RuntimeError("Go is needed to build the minimal extender: 'go' is not on PATH")
+    say("building hack/minimal-extender")
+    _build_binary(MINIMAL_EXTENDER_MODULE, ["."], target, ldflags="-s -w")
     return target
 
 

@@ -91,6 +91,17 @@ class Supervisor:
         for _, process in reversed(list(self._processes)):
             self.stop(process)
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time (user + system) each running child has used so far, by name."""
+        ticks = os.sysconf("SC_CLK_TCK")
+        used: dict[str, float] = {}
+        for name, process in self._processes:
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{process.pid}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                used[name] = (int(fields[11]) + int(fields[12])) / ticks
+        return used
+
     def check_alive(self) -> None:
         """Raise naming the first child that has exited, with the end of its log."""
         for name, process in self._processes:
