@@ -66,7 +66,7 @@ class AnswerMemo(Generic[K, A]):
     about. kube-scheduler asks about the same feasible nodes pod after pod (in a new order each
     time), so an answer is mostly computed once per change of the view and then reused."""
 
-    def __init__(self, size: int = 16) -> None:
+    def __init__(self, size: int = 4) -> None:
         self._size = size
         self._version = -1
         self._answers: dict[K, A] = {}
@@ -79,8 +79,9 @@ class AnswerMemo(Generic[K, A]):
         return self._answers.get(key)
 
     def put(self, key: K, answer: A) -> None:
+        """Keep ``answer``, dropping the oldest one kept when full."""
         if len(self._answers) >= self._size:
-            self._answers.clear()
+            del self._answers[next(iter(self._answers))]
         self._answers[key] = answer
 
 
