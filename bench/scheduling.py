@@ -138,6 +138,8 @@ class Batch:
     wall: float
     cpu: dict[str, float]
     extender_seconds: float = 0.0
+    window: float = 0.0
+    """Wall time over which ``cpu`` was measured (scheduler start to last binding)."""
 
 
 @dataclass
@@ -178,10 +180,12 @@ class Bench:
         process = {"minimal": "minimal-extender", "loadsched": "extender"}.get(kind)
         spent = extender_seconds(self.loadsched_url) if kind == "loadsched" else 0.0
         before = self.cpu_seconds(label, process)
+        window = time.monotonic()
         box.start_scheduler(label, scheduler_name=scheduler_name, extender=self.extenders[kind])
         if not clock.done.wait(600):
             raise SystemExit(f"{label}: only {len(clock.bound)} of {count} pods bound")
         after = self.cpu_seconds(label, process)
+        window = time.monotonic() - window
         if kind == "loadsched":
             spent = extender_seconds(self.loadsched_url) - spent
         box.stop_scheduler(label)
@@ -193,6 +197,7 @@ class Bench:
             last - first,
             {name: after[name] - before[name] for name in after},
             spent,
+            window,
         )
         if not warmup:
             self.batches.append(batch)
@@ -266,6 +271,10 @@ def report(bench: Bench, rounds: int, nodes_count: int) -> bool:
         print(f"    {label:<26}" + "".join(f"{mean_ms(kind, name):11.2f}" for kind in KINDS))
     totals = [sum(mean_ms(kind, n) for n in (*PROCESSES, "bench")) for kind in KINDS]
     print(f"    {'total':<26}" + "".join(f"{t:11.2f}" for t in totals))
+    busy = [
+        statistics.mean(sum(b.cpu.values()) / b.window for b in by_kind[kind]) for kind in KINDS
+    ]
+    print(f"    {'cores busy (CPU / wall)':<26}" + "".join(f"{c:11.2f}" for c in busy))
     return met
 
 
