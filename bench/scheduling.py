@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sandbox.build import ensure_minimal_extender  # noqa: E402
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, pod_body  # noqa: E402
+from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
 from shared.annotations import encode_metric  # noqa: E402
 from shared.kube.config import load_endpoint  # noqa: E402
@@ -147,8 +147,13 @@ class Bench:
     box: Sandbox
     pods: int
     extenders: dict[str, ExtenderSpec | None]
-    loadsched_url: str
     batches: list[Batch] = field(default_factory=list)
+
+    @property
+    def loadsched_url(self) -> str:
+        spec = self.extenders["loadsched"]
+        assert spec is not None
+        return spec.url
 
     def cpu_seconds(self, scheduler: str, extender: str | None) -> dict[str, float]:
         """CPU time so far per process kind, with this process (the watch) as ``bench``."""
@@ -210,15 +215,12 @@ def start_minimal_extender(box: Sandbox) -> str:
     port = free_port()
     box.supervisor.start("minimal-extender", [str(binary), f"127.0.0.1:{port}"])
     url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(f"{url}/readyz", timeout=2):  # noqa: S310 - loopback
-                return True
-        except OSError:
-            return False
-
-    wait_for(ready, timeout=30, what="minimal extender /readyz", guard=box.supervisor)
+    wait_for(
+        lambda: http_ok(f"{url}/readyz"),
+        timeout=30,
+        what="minimal extender /readyz",
+        guard=box.supervisor,
+    )
     return url
 
 
@@ -300,7 +302,6 @@ def main() -> int:
                 "minimal": ExtenderSpec(minimal_url, preempt=False),
                 "loadsched": ExtenderSpec(loadsched_url),
             },
-            loadsched_url,
         )
         for kind in KINDS:  # warm-up, not counted: the first batches after start-up run slow
             bench.run(kind, "warm-up", options.warmup)

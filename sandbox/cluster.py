@@ -258,7 +258,7 @@ class Sandbox:
                 "warn",
             ],
         )
-        wait_for(lambda: _http_ok(f"{self.etcd_url}/health"), timeout=30, what="etcd /health")
+        wait_for(lambda: http_ok(f"{self.etcd_url}/health"), timeout=30, what="etcd /health")
 
     def _start_apiserver(self, serving: CertFiles, sa: CertFiles) -> None:
         assert self.bin is not None and self.ca is not None
@@ -303,7 +303,7 @@ class Sandbox:
         context = ssl.create_default_context(cafile=str(self.ca.files.cert))
         context.load_cert_chain(str(admin.cert), str(admin.key))
         wait_for(
-            lambda: _http_ok(f"{self.api_url}/readyz", context),
+            lambda: http_ok(f"{self.api_url}/readyz", context),
             timeout=90,
             what="kube-apiserver /readyz",
             guard=self.supervisor,
@@ -388,7 +388,7 @@ class Sandbox:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
         wait_for(
-            lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", context),
+            lambda: http_ok(f"https://127.0.0.1:{port}/healthz", context),
             timeout=60,
             what=f"kube-scheduler {name} /healthz",
             guard=self.supervisor,
@@ -418,7 +418,7 @@ class Sandbox:
         self.supervisor.start(name, argv, cwd=ROOT)
         url = f"http://127.0.0.1:{port}"
         wait_for(
-            lambda: _http_ok(f"{url}/readyz"),
+            lambda: http_ok(f"{url}/readyz"),
             timeout=60,
             what=f"{name} /readyz",
             guard=self.supervisor,
@@ -592,7 +592,7 @@ def _serving_flags(kubeconfig: Path, port: int) -> list[str]:
     ]
 
 
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
             return bool(response.status == 200)
