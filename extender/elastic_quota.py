@@ -66,6 +66,11 @@ class QuotaGate:
         except ValueError as e:
             raise InvalidPod(f"$.Pod.{e}") from e
 
+    def check(self, pod: PodInfo, request: ResourceList) -> Admission:
+        """The admission ``pod`` would get now, with no side effect (no count, no log): what
+        the requeue tracker asks of pods refused earlier."""
+        return self.ledger.admit(pod, request)
+
     def admit(self, pod: PodInfo, request: ResourceList) -> Admission:
         decision = self.ledger.admit(pod, request)
         if not decision.admitted:
