@@ -40,6 +40,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         help="how long a pod admitted at filter counts before it shows up bound (default 30)",
     )
+    parser.add_argument(
+        "--requeue",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="make kube-scheduler retry pods refused earlier once they would be admitted, "
+        "by a Node annotation write (default on with a cluster; needs patch on nodes)",
+    )
+    parser.add_argument(
+        "--requeue-period", type=float, help="seconds between requeue checks (default 0.5)"
+    )
+    parser.add_argument(
+        "--requeue-min-interval",
+        type=float,
+        help="least seconds between two requeue writes (default 1)",
+    )
     parser.add_argument("--job-templates", help="job templates file; enables /v1/jobs")
     parser.add_argument(
         "--dispatch-auth", help="tokenreview (default), static or none: who may use /v1/jobs"

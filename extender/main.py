@@ -30,6 +30,7 @@ from extender.elastic_quota import QuotaGate
 from extender.job_building import TEMPLATE_LABEL
 from extender.metrics import ExtenderMetrics
 from extender.node_loads import NodeLoadCache, decode_node
+from extender.requeue import Requeuer, RequeueTracker
 from extender.scheduling import LoadAwareExtender
 from extender.settings import ExtenderSettings
 from extender.state import ExtenderState
@@ -176,13 +177,19 @@ def create_app(
             static_tokens = load_static_tokens(settings.dispatch_tokens_file)
         elif settings.dispatch_auth == "none":
             logger.warning("/v1/jobs accepts requests from anyone (--dispatch-auth none)")
+    tracker = RequeueTracker() if node_cache is not None and settings.requeue else None
     state = ExtenderState(
         settings=settings,
         policy=policy,
         clock=clock,
         metrics=metrics,
         extender=LoadAwareExtender(
-            rules=rules, clock=clock, metrics=metrics, node_cache=node_cache, quota=quota
+            rules=rules,
+            clock=clock,
+            metrics=metrics,
+            node_cache=node_cache,
+            quota=quota,
+            requeue=tracker,
         ),
         node_cache=node_cache,
     )
@@ -225,6 +232,18 @@ def create_app(
                 )
                 reflectors += state.watches
             tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in reflectors]
+            if tracker is not None:
+                requeuer = Requeuer(
+                    tracker=tracker,
+                    node_cache=node_cache,
+                    quota=quota,
+                    fail_closed=rules.fail_closed,
+                    metrics=metrics,
+                    clock=clock,
+                    period=settings.requeue_period,
+                    min_interval=settings.requeue_min_interval,
+                )
+                tasks.append(asyncio.create_task(requeuer.run(client), name="requeue"))
             try:
                 yield
             finally:

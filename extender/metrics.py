@@ -87,6 +87,28 @@ class ExtenderMetrics:
             registry=self.registry,
         )
 
+        self.requeue_transitions = Counter(
+            "loadsched_extender_requeue_transitions_total",
+            "Refusals that no longer hold, by cause: a refused node now passes (load, "
+            "hot-value, stale, node-added) or a refused pod's quota now admits it (quota).",
+            ["cause"],
+            registry=self.registry,
+        )
+        self.requeue_writes = Counter(
+            "loadsched_extender_requeue_writes_total",
+            "Requeue annotation writes on Nodes (each makes kube-scheduler retry the pods it "
+            "holds as refused by the extender), by result (written, error).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.requeue_tracked = Gauge(
+            "loadsched_extender_requeue_tracked",
+            "Refusals remembered for requeue: nodes of pods left with no node, and pods "
+            "refused by their elastic quota.",
+            ["kind"],
+            registry=self.registry,
+        )
+
     def count_filtered(self, tally: Tally[tuple[str, str]]) -> None:
         for (metric, reason), n in tally.items():
             self.nodes_filtered.labels(metric, reason).inc(n)

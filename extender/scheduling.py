@@ -17,6 +17,7 @@ import msgspec
 from extender.elastic_quota import QuotaGate
 from extender.metrics import ExtenderMetrics
 from extender.node_loads import NodeLoadCache, NodeView, RequestMemo, decode_node
+from extender.requeue import RequeueTracker
 from extender.wire import (
     ENCODER,
     ExtenderArgs,
@@ -100,8 +101,10 @@ class LoadAwareExtender:
         metrics: ExtenderMetrics,
         node_cache: NodeLoadCache | None,
         quota: QuotaGate | None = None,
+        requeue: RequeueTracker | None = None,
     ) -> None:
         self._rules = rules
+        self._requeue = requeue
         self._clock = clock
         self._metrics = metrics
         self._cache = node_cache
@@ -136,6 +139,8 @@ class LoadAwareExtender:
             request = quota.request_of(pod)
             decision = quota.admit(pod, request)
             if not decision.admitted:
+                if self._requeue is not None:
+                    self._requeue.refused_pod(pod, request, self._clock().timestamp())
                 return self._refuse_all(args, decision.message, decision.preemption_may_help)
         now = self._clock()
         check = not pod.is_daemonset_pod
@@ -153,6 +158,10 @@ class LoadAwareExtender:
         tally.report(self._metrics)
         if quota is not None and request is not None and passes:
             quota.assume(pod, request)
+        if not passes and tally.rejected and self._requeue is not None:
+            # The pod is left with no node: kube-scheduler retries it only on a cluster event.
+            reasons = self._view(now).reasons.get
+            self._requeue.refused_nodes(tally.rejected, reasons, now.timestamp())
         if tally.rejected:
             logger.debug(
                 "pod/%s: %d node(s) rejected: %s",

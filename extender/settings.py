@@ -33,6 +33,14 @@ class ExtenderSettings(BaseSettings):
     quota_assume_seconds: float = Field(default=30.0, gt=0)
     """How long a pod admitted at filter counts against its quota before the watch shows it
     bound (kube-scheduler binds asynchronously)."""
+    requeue: bool = True
+    """Make kube-scheduler retry pods the extender refused once its own view would admit them
+    (a node that now passes, a quota with room): one Node annotation write per change, at
+    most one per --requeue-min-interval. Needs a cluster and `patch` on nodes."""
+    requeue_period: float = Field(default=0.5, gt=0, le=60)
+    """Seconds between checks of the refusals remembered for requeue (none while none are)."""
+    requeue_min_interval: float = Field(default=1.0, ge=0, le=300)
+    """Least seconds between two requeue writes of this replica."""
     job_templates: Path | None = None
     """Job templates file (YAML); enables the job-dispatch API /v1/jobs. Needs a cluster."""
     dispatch_auth: AuthMode = "tokenreview"

@@ -1,0 +1,317 @@
+"""Requeue: a refusal that no longer holds becomes one Node annotation write, and only then."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from extender.elastic_quota import QuotaGate
+from extender.metrics import ExtenderMetrics
+from extender.node_loads import NodeLoadCache
+from extender.requeue import REMEMBER_SECONDS, REQUEUE_ANNOTATION, Requeuer, RequeueTracker
+from extender.scheduling import LoadAwareExtender
+from extender.wire import ARGS_DECODER, Node, NodeMeta, PodInfo
+from shared.annotations import encode_metric
+from shared.load_model import LoadRules
+from shared.pods import POD_DECODER
+from shared.policy import default_policy, parse_policy
+from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
+from tests import payloads
+from tests.extender.conftest import NOW
+from tests.quota_objects import elastic_quota, quota_pod
+
+pytestmark = pytest.mark.anyio
+
+RULES = LoadRules.from_policy(default_policy())
+
+
+def node(name: str, usage: float | None, at: datetime = NOW) -> Node:
+    annotations = {}
+    if usage is not None:
+        annotations = {
+            k: encode_metric(usage, at) for k in ("cpu_usage_avg_5m", "mem_usage_avg_5m")
+        }
+    return Node(metadata=NodeMeta(name=name, annotations=annotations))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class Rig:
+    """An extender's decisions and its requeuer over one node cache, with a recording API."""
+
+    def __init__(
+        self,
+        nodes: list[Node],
+        *,
+        rules: LoadRules = RULES,
+        quota: QuotaGate | None = None,
+        status: int = 200,
+    ) -> None:
+        self.cache = NodeLoadCache(rules)
+        self.cache.replace(nodes)
+        self.clock = Clock()
+        self.metrics = ExtenderMetrics()
+        self.tracker = RequeueTracker()
+        self.decide = LoadAwareExtender(
+            rules=rules,
+            clock=self.clock,
+            metrics=self.metrics,
+            node_cache=self.cache,
+            quota=quota,
+            requeue=self.tracker,
+        )
+        self.requeuer = Requeuer(
+            tracker=self.tracker,
+            node_cache=self.cache,
+            quota=quota,
+            fail_closed=rules.fail_closed,
+            metrics=self.metrics,
+            clock=self.clock,
+            period=0.5,
+            min_interval=1.0,
+        )
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.status = status
+
+        def handle(request: httpx.Request) -> httpx.Response:
+            self.patches.append((request.url.path, json.loads(request.content)))
+            assert request.headers["content-type"] == "application/merge-patch+json"
+            if self.status != 200:
+                return httpx.Response(self.status, json={"code": self.status, "message": "no"})
+            return httpx.Response(200, json={})
+
+        self.client = httpx.AsyncClient(
+            transport=httpx.MockTransport(handle), base_url="https://api.test"
+        )
+
+    def filter(self, names: list[str], the_pod: dict[str, Any] | None = None) -> list[str]:
+        args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(names, the_pod)))
+        assert args.Pod is not None
+        answer = self.decide.filter(args.Pod, args)
+        if isinstance(answer, msgspec.Raw):
+            passing: list[str] = json.loads(bytes(answer))["NodeNames"]
+            return passing
+        return list(answer.NodeNames or ())
+
+    async def step(self) -> None:
+        """One pass of the requeue loop."""
+        due = self.requeuer.due()
+        if due is not None:
+            await self.requeuer.write(self.client, *due)
+
+    def counted(self, name: str, **labels: str) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+NAMES = ["n1", "n2", "n3"]
+
+
+async def test_a_pod_left_with_no_node_is_requeued_once_a_node_passes() -> None:
+    rig = Rig([node(n, 0.95) for n in NAMES])
+    assert rig.filter(NAMES) == []
+    await rig.step()
+    assert rig.patches == [], "nothing passes yet: nothing written"
+
+    rig.cache.apply("MODIFIED", node("n2", 0.20))
+    await rig.step()
+    assert len(rig.patches) == 1
+    path, body = rig.patches[0]
+    assert path == "/api/v1/nodes/n2"
+    value = body["metadata"]["annotations"][REQUEUE_ANNOTATION]
+    assert value.startswith("load,2026-11-22T12:00:00Z")
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 1
+    assert rig.counted("loadsched_extender_requeue_writes_total", result="written") == 1
+
+    assert not rig.tracker, "one write requeues every refused pod: nothing left to watch"
+    rig.clock.advance(5)
+    rig.cache.apply("MODIFIED", node("n3", 0.10))
+    await rig.step()
+    assert len(rig.patches) == 1, "n3 was refused before the write: its pod was requeued by it"
+    assert rig.filter(NAMES) == ["n2", "n3"]
+
+
+async def test_nothing_is_written_when_the_pod_had_a_node() -> None:
+    rig = Rig([node("n1", 0.95), node("n2", 0.95), node("n3", 0.10)])
+    assert rig.filter(NAMES) == ["n3"]
+    rig.cache.apply("MODIFIED", node("n1", 0.20))
+    rig.clock.advance(2)
+    await rig.step()
+    assert rig.patches == []
+    assert not rig.tracker
+
+
+async def test_a_value_going_stale_is_a_transition_with_no_event() -> None:
+    """failOpen: an overloaded value that goes stale no longer refuses; only time changed."""
+    rig = Rig([node(n, 0.95, at=NOW - timedelta(minutes=7)) for n in NAMES])
+    assert rig.filter(NAMES) == []
+    await rig.step()
+    assert rig.patches == []
+    rig.clock.advance(61)  # 3m period + 5m: the 5-minute values go stale after 8 minutes
+    await rig.step()
+    assert len(rig.patches) == 1
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 3
+
+
+async def test_transitions_in_one_interval_are_coalesced_into_one_write() -> None:
+    rig = Rig([node(n, 0.95) for n in NAMES])
+    assert rig.filter(NAMES) == []
+    rig.cache.apply("MODIFIED", node("n1", 0.20))
+    await rig.step()
+    assert len(rig.patches) == 1
+    assert rig.filter(["n2", "n3"]) == []  # retried after the write, refused again
+    rig.cache.apply("MODIFIED", node("n2", 0.20))
+    rig.clock.advance(0.3)
+    await rig.step()
+    rig.cache.apply("MODIFIED", node("n3", 0.20))
+    rig.clock.advance(0.3)
+    await rig.step()
+    assert len(rig.patches) == 1, "within the minimum interval: held back"
+    rig.clock.advance(0.5)
+    await rig.step()
+    assert len(rig.patches) == 2, "both later transitions in one write"
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 3
+    assert rig.patches[1][0] == "/api/v1/nodes/n2"
+    rig.clock.advance(5)
+    await rig.step()
+    assert len(rig.patches) == 2
+
+
+async def test_failed_write_is_counted_and_tried_again() -> None:
+    rig = Rig([node(n, 0.95) for n in NAMES], status=403)
+    assert rig.filter(NAMES) == []
+    rig.cache.apply("MODIFIED", node("n1", 0.20))
+    await rig.step()
+    assert len(rig.patches) == 1
+    assert rig.counted("loadsched_extender_requeue_writes_total", result="error") == 1
+    rig.status = 200
+    rig.clock.advance(0.5)
+    await rig.step()
+    assert len(rig.patches) == 1, "the minimum interval holds after a failure too"
+    rig.clock.advance(0.6)
+    await rig.step()
+    assert len(rig.patches) == 2
+    assert rig.counted("loadsched_extender_requeue_writes_total", result="written") == 1
+
+
+async def test_refusals_are_forgotten_after_the_schedulers_own_flush() -> None:
+    rig = Rig([node(n, 0.95) for n in NAMES])
+    assert rig.filter(NAMES) == []
+    rig.clock.advance(REMEMBER_SECONDS + 1)
+    rig.cache.apply("MODIFIED", node("n1", 0.20, at=rig.clock.now))
+    await rig.step()
+    assert rig.patches == []
+    assert not rig.tracker
+
+
+async def test_the_same_answer_handed_out_again_keeps_its_nodes_remembered() -> None:
+    rig = Rig([node(n, 0.95) for n in NAMES])
+    assert rig.filter(NAMES) == []
+    rig.clock.advance(REMEMBER_SECONDS - 10)
+    assert rig.filter(list(reversed(NAMES))) == []  # the kept answer, asked again later
+    rig.clock.advance(20)  # past the first refusal's memory, within the second's
+    rig.cache.apply("MODIFIED", node("n3", 0.20, at=rig.clock.now))
+    await rig.step()
+    assert [p for p, _ in rig.patches] == ["/api/v1/nodes/n3"]
+
+
+async def test_fail_closed_stale_refreshed_and_node_added() -> None:
+    policy = parse_policy(
+        {
+            "apiVersion": "scheduler.policy.crane.io/v1alpha1",
+            "kind": "DynamicSchedulerPolicy",
+            "spec": {
+                "staleData": "failClosed",
+                "syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m"}],
+                "predicate": [{"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65}],
+                "priority": [{"name": "cpu_usage_avg_5m", "weight": 1}],
+            },
+        }
+    )
+    rules = LoadRules.from_policy(policy)
+    stale = NOW - timedelta(minutes=20)
+    rig = Rig([node("n1", 0.30, at=stale)], rules=rules)
+    assert rig.filter(["n2"]) == []  # not cached yet
+    rig.cache.apply("ADDED", node("n2", 0.30))
+    await rig.step()
+    assert rig.filter(["n1"]) == []  # stale
+    rig.clock.advance(1.1)
+    rig.cache.apply("MODIFIED", node("n1", 0.30, at=rig.clock.now))
+    await rig.step()
+    assert [p for p, _ in rig.patches] == ["/api/v1/nodes/n2", "/api/v1/nodes/n1"]
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="node-added") == 1
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="stale") == 1
+
+
+def quota_gate(ledger: QuotaLedger, metrics: ExtenderMetrics) -> QuotaGate:
+    return QuotaGate(ledger, allocatable=lambda _: {"cpu": "8"}, metrics=metrics)
+
+
+def put_quota(ledger: QuotaLedger, body: dict[str, Any], event: str = "ADDED") -> None:
+    ledger.quota_store.apply(event, QUOTA_DECODER.decode(json.dumps(body)))
+
+
+async def test_a_pod_refused_by_its_quota_is_requeued_when_max_is_raised() -> None:
+    ledger = QuotaLedger(clock=lambda: 0.0)
+    metrics = ExtenderMetrics()
+    put_quota(ledger, elastic_quota("team", min={"cpu": 1}, max={"cpu": 1}))
+    put_quota(ledger, elastic_quota("lender", min={"cpu": 4}))
+    ledger.pod_store.replace([POD_DECODER.decode(json.dumps(quota_pod("a", "team", 1, node="n1")))])
+    rig = Rig([node(n, 0.10) for n in NAMES], quota=quota_gate(ledger, metrics))
+    waiting = quota_pod("b", "team", 1)
+    assert rig.filter(NAMES, waiting) == []
+    await rig.step()
+    assert rig.patches == []
+
+    put_quota(ledger, elastic_quota("team", min={"cpu": 1}, max={"cpu": 2}, rv=2), "MODIFIED")
+    await rig.step()
+    assert [p for p, _ in rig.patches] == ["/api/v1/nodes/n1"], "any node: the first by name"
+    assert rig.patches[0][1]["metadata"]["annotations"][REQUEUE_ANNOTATION].startswith("quota,")
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="quota") == 1
+    assert rig.filter(NAMES, waiting) == NAMES
+
+
+async def test_a_refused_pod_bound_meanwhile_needs_no_requeue() -> None:
+    ledger = QuotaLedger(clock=lambda: 0.0)
+    put_quota(ledger, elastic_quota("team", min={"cpu": 1}, max={"cpu": 1}))
+    put_quota(ledger, elastic_quota("lender", min={"cpu": 4}))
+    first = quota_pod("a", "team", 1, node="n1")
+    ledger.pod_store.replace([POD_DECODER.decode(json.dumps(first))])
+    rig = Rig([node(n, 0.10) for n in NAMES], quota=quota_gate(ledger, ExtenderMetrics()))
+    waiting = quota_pod("b", "team", 1)
+    assert rig.filter(NAMES, waiting) == []
+    # the waiting pod gets bound (say, by another scheduler) and the first one leaves
+    ledger.pod_store.apply(
+        "MODIFIED", POD_DECODER.decode(json.dumps(quota_pod("b", "team", 1, node="n2")))
+    )
+    ledger.pod_store.apply("DELETED", POD_DECODER.decode(json.dumps(first)))
+    await rig.step()
+    assert rig.patches == []
+    assert not rig.tracker
+
+
+def test_the_tracker_forgets_what_it_reports() -> None:
+    tracker = RequeueTracker()
+    tracker.refused_nodes({"n1": "x", "n2": "y"}, lambda _: ("cpu_usage_avg_5m", "overloaded"), 0)
+    pod = msgspec.json.decode(payloads.encode(quota_pod("p", "ns", 1)), type=PodInfo)
+    tracker.refused_pod(pod, {}, 0)
+    found = tracker.transitions(passes=lambda n: n == "n1", admits=lambda *_: True, now=1)
+    assert sorted(found, key=str) == [("load", "n1"), ("quota", None)]
+    assert list(tracker.nodes) == ["n2"] and not tracker.pods
+    assert tracker.transitions(passes=lambda n: True, admits=lambda *_: True, now=1) == [
+        ("load", "n2")
+    ]
+    assert not tracker
