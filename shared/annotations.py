@@ -4,7 +4,11 @@ A metric annotation is ``"<fraction with 5 decimals>,<YYYY-MM-DDTHH:MM:SSZ>"``; 
 annotation ``node_hot_value`` is ``"<integer>,<timestamp>"``. loadsched writes true UTC by default;
 crane writes local wall time in its ``$TZ`` with a literal ``Z``, so the zone is a parameter.
 
-Decoding never raises: a bad value decodes to :class:`Unknown` with a reason.
+Decoding never raises: a bad value decodes to :class:`Unknown` with a reason. What Go's
+``strconv.ParseFloat`` and ``time.Parse`` refuse (crane's readers) is ``malformed`` here too:
+digits are ASCII only, and a number beyond float64's range is refused, not read as infinite.
+``+Inf`` itself is a value (above every limit); NaN is ``not-finite``. Whether a timestamp is
+``stale`` or in the ``future`` depends on the time of reading: the load model decides that.
 """
 
 from __future__ import annotations
@@ -15,11 +19,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Literal
 
-UnknownReason = Literal["missing", "malformed", "negative", "not-finite", "stale"]
+UnknownReason = Literal["missing", "malformed", "negative", "not-finite", "stale", "future"]
 
-_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z")
-# What Go's strconv.ParseFloat takes in base 10, less hex floats and underscores.
-_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?i:inf|infinity|nan)")
+# ASCII only: Python's \d and int() also take other scripts' digits ("٠.٩"); Go refuses them.
+_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})Z", re.ASCII)
+# What Go's strconv.ParseFloat takes in base 10, less hex floats and underscores: a sign is
+# allowed before "inf"/"infinity", not before "nan".
+_FLOAT = re.compile(
+    r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?i:infinity|inf)|(?i:nan)", re.ASCII
+)
+_INFINITY = re.compile(r"[+-]?(?i:infinity|inf)", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +79,27 @@ def parse_timestamp(text: str, zone: tzinfo = UTC) -> datetime | None:
         return None
 
 
+def parse_value(text: str) -> float | Unknown:
+    """The number as Go's ``strconv.ParseFloat`` reads it, or why it cannot be used.
+
+    ``+Inf`` is a value; NaN, negative numbers and anything ParseFloat refuses (including a
+    finite spelling beyond float64's range, such as ``1e400``) are unknown.
+    """
+    if not _FLOAT.fullmatch(text):
+        return Unknown("malformed", f"value {text[:32]!r} is not a number")
+    try:
+        value = float(text)
+    except (ValueError, OverflowError):  # not expected after the pattern; never raise anyway
+        return Unknown("malformed", f"value {text[:32]!r} is not a number")
+    if math.isnan(value):
+        return Unknown("not-finite", f"value {text[:32]!r}")
+    if math.isinf(value) and not _INFINITY.fullmatch(text):
+        return Unknown("malformed", f"value {text[:32]!r} is out of float64 range")
+    if value < 0:
+        return Unknown("negative", f"value {text[:32]!r}")
+    return value
+
+
 def decode(raw: str | None, zone: tzinfo = UTC) -> Reading:
     """Decode a metric or hot value annotation. Never raises."""
     if raw is None:
@@ -77,13 +107,9 @@ def decode(raw: str | None, zone: tzinfo = UTC) -> Reading:
     value_text, sep, stamp_text = raw.partition(",")
     if not sep or "," in stamp_text:
         return Unknown("malformed", f"expected '<value>,<timestamp>', got {raw[:64]!r}")
-    if not _FLOAT.fullmatch(value_text):
-        return Unknown("malformed", f"value {value_text[:32]!r} is not a number")
-    value = float(value_text)
-    if not math.isfinite(value):
-        return Unknown("not-finite", f"value {value_text!r}")
-    if value < 0:
-        return Unknown("negative", f"value {value_text!r}")
+    value = parse_value(value_text)
+    if isinstance(value, Unknown):
+        return value
     stamp = parse_timestamp(stamp_text, zone)
     if stamp is None:
         return Unknown("malformed", f"timestamp {stamp_text[:32]!r} is not YYYY-MM-DDTHH:MM:SSZ")

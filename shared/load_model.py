@@ -4,14 +4,20 @@
   behaviour) or rejects the node (fail-closed); a limit of 0 is off; ``usage > limit`` (strict)
   rejects the node. DaemonSet pods are never filtered (the caller checks the pod).
 - Score (0..100): ``S = Σ valid (1-u)·w·100``, ``W = Σ all w`` (invalid metrics keep their
-  weight), ``s = int(S/W)``, ``final = clamp(s - int(hot·10), 0, 100)``.
-- Freshness: a metric value is fresh iff ``now < ts + period + 5m``; the hot value for 5m.
+  weight), ``s = int(S/W)``, ``final = clamp(s - int(hot·10), 0, 100)``. S and W are summed
+  left to right in float64 as crane does (never ``sum()``: since Python 3.12 it compensates
+  rounding and can differ from crane by one point). Where crane's float arithmetic leaves the
+  finite range (a usage of ``+Inf`` or ``1e308``) crane's clamped result is 0, and so is ours.
+- Freshness: a metric value is fresh iff ``now < ts + period + 5m``; the hot value for 5m. A
+  timestamp more than :data:`MAX_CLOCK_SKEW` ahead of ``now`` is never fresh (``future``).
+  Datetime arithmetic is done on differences, so no timestamp (year 1 or 9999) can overflow.
 
 Time is always passed in (``now``); nothing here reads the clock.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
@@ -27,6 +33,14 @@ from shared.policy import (
 
 MAX_NODE_SCORE = 100
 MAX_EXTENDER_SCORE = 10
+MAX_CLOCK_SKEW = timedelta(minutes=1)
+"""A timestamp up to this far ahead of ``now`` reads as current (the annotator's clock may run
+a little ahead of the extender's); further ahead it is unknown (``future``), never fresh. A value
+written in local time and read as UTC east of Greenwich lands hours ahead: that is a
+``spec.timestampZone`` mismatch, not clock skew."""
+_LONGEST_VALIDITY = timedelta(days=1)
+"""A verdict is re-evaluated at least this often, so that a future timestamp or an absurdly long
+sync period never needs a datetime beyond year 9999."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +80,7 @@ class LoadRules:
         return cls(
             predicates=predicates,
             priorities=priorities,
-            total_weight=sum(p.threshold for p in priorities),
+            total_weight=ordered_sum(p.threshold for p in priorities),
             fail_closed=spec.stale_data == "failClosed",
             zone=policy.zone,
             keys=tuple(names),
@@ -101,20 +115,69 @@ class Verdict:
     score: int
     """0..100, crane's scale."""
     unknown: tuple[tuple[str, UnknownReason], ...]
-    """Metrics read as unknown or stale (for metrics and logs)."""
+    """Metrics read as unknown, stale or future (for metrics and logs); the hot value key too
+    when its value is unusable for another reason than being missing or stale."""
     valid_until: datetime | None
     """When a fresh value used here goes stale; ``None`` if time cannot change the verdict."""
     extender_score: int
     """``score`` on the extender protocol's 0..10 scale."""
 
 
-def fresh_value(reading: Reading, window: timedelta, now: datetime) -> Sample | Unknown:
-    """The reading if it is a sample still inside its freshness window, else why not."""
+def ordered_sum(values: Iterable[float]) -> float:
+    """Left-to-right float64 addition, as crane's Go loop does (``sum()`` compensates)."""
+    total = 0.0
+    for value in values:
+        total += value
+    return total
+
+
+def future_detail(timestamp: datetime, ahead: timedelta) -> str:
+    """Why a timestamp ``ahead`` of now is not used, pointing at the likely cause."""
+    minutes = int(ahead.total_seconds()) // 60
+    return (
+        f"timestamp {timestamp.strftime('%Y-%m-%dT%H:%M:%SZ')} read in {timestamp.tzinfo} is "
+        f"{minutes // 60}h{minutes % 60:02d}m ahead of now: annotations written in local time? "
+        "set spec.timestampZone"
+    )
+
+
+def fresh_value(
+    reading: Reading, window: timedelta, now: datetime
+) -> tuple[Sample | Unknown, datetime | None]:
+    """The reading if it is a sample inside its freshness window, else why not; and when the
+    passing of time changes that (``None``: never).
+
+    Only differences of datetimes are taken (``now - timestamp``, never ``timestamp + window``):
+    a timedelta spans any two datetimes, a datetime plus a timedelta may leave year 1..9999.
+    """
     if isinstance(reading, Unknown):
-        return reading
-    if now < reading.timestamp + window:
-        return reading
-    return Unknown("stale", f"measured at {reading.timestamp.isoformat()}")
+        return reading, None
+    age = now - reading.timestamp
+    if -age > MAX_CLOCK_SKEW:
+        ahead = -age
+        return (
+            Unknown("future", future_detail(reading.timestamp, ahead)),
+            now + min(ahead - MAX_CLOCK_SKEW, _LONGEST_VALIDITY),
+        )
+    if age < window:
+        return reading, now + min(window - age, _LONGEST_VALIDITY)
+    return Unknown("stale", f"measured at {reading.timestamp.isoformat()}"), None
+
+
+def node_score(weighted: float, total_weight: float, hot: float) -> int:
+    """crane's ``clamp(int(S/W) - int(hot·10), 0, 100)``, finite for any input.
+
+    Go converts a non-finite or out-of-range float to the minimum int64, which crane's clamp
+    turns into 0; Python's ``int()`` would raise instead. A hot value of ``+Inf`` scores 0.
+    """
+    if not total_weight > 0:
+        return 0
+    mean = weighted / total_weight
+    if not math.isfinite(mean):
+        return 0
+    base = int(min(max(mean, -1.0), MAX_NODE_SCORE + 1.0))
+    penalty = int(min(hot * 10, MAX_NODE_SCORE + 1.0)) if hot > 0 else 0
+    return min(max(base - penalty, 0), MAX_NODE_SCORE)
 
 
 def overload_message(metric: str, value: float, node: str, limit: float) -> str:
@@ -132,11 +195,11 @@ def evaluate(load: NodeLoad, rules: LoadRules, now: datetime) -> Verdict:
     expiries: list[datetime] = []
 
     def read(name: str, window: timedelta) -> Sample | Unknown:
-        value = fresh_value(load.readings.get(name, Unknown("missing")), window, now)
+        value, changes_at = fresh_value(load.readings.get(name, Unknown("missing")), window, now)
         if isinstance(value, Unknown):
             unknown[name] = value.reason
-        else:
-            expiries.append(value.timestamp + window)
+        if changes_at is not None:
+            expiries.append(changes_at)
         return value
 
     overload: str | None = None
@@ -149,24 +212,24 @@ def evaluate(load: NodeLoad, rules: LoadRules, now: datetime) -> Verdict:
                 reason = (rule.name, value.reason)
                 break
             continue
+        # +Inf and huge values are above every limit; a limit of 0 is off
         if rule.threshold and value.value > rule.threshold:
             overload = overload_message(rule.name, value.value, load.node, rule.threshold)
             reason = (rule.name, "overloaded")
             break
 
-    weighted = 0.0
+    weighted = 0.0  # crane: score += (1 - u) * w * 100, in order (never sum())
     for rule in rules.priorities:
         value = read(rule.name, rule.window)
         if isinstance(value, Sample):
             weighted += (1.0 - value.value) * rule.threshold * MAX_NODE_SCORE
-    base = int(weighted / rules.total_weight) if rules.total_weight > 0 else 0
     hot_reading = load.readings.get(HOT_VALUE_KEY, Unknown("missing"))
-    hot = fresh_value(hot_reading, HOT_VALUE_ACTIVE_PERIOD, now)
-    hot_penalty = 0
-    if isinstance(hot, Sample):
-        hot_penalty = int(hot.value * 10)
-        expiries.append(hot.timestamp + HOT_VALUE_ACTIVE_PERIOD)
-    score = min(max(base - hot_penalty, 0), MAX_NODE_SCORE)
+    hot, changes_at = fresh_value(hot_reading, HOT_VALUE_ACTIVE_PERIOD, now)
+    if changes_at is not None:
+        expiries.append(changes_at)
+    if isinstance(hot, Unknown) and hot.reason not in ("missing", "stale"):
+        unknown[HOT_VALUE_KEY] = hot.reason  # no hot value, or an old one, is normal
+    score = node_score(weighted, rules.total_weight, hot.value if isinstance(hot, Sample) else 0.0)
     return Verdict(
         overload=overload,
         overload_metric=reason[0] if reason else None,

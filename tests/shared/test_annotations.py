@@ -1,3 +1,4 @@
+import math
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -67,7 +68,23 @@ def test_hot_value() -> None:
         ("0.5,2026-11-22T25:31:05Z", "malformed"),
         ("-0.1,2026-11-22T02:31:05Z", "negative"),
         ("NaN,2026-11-22T02:31:05Z", "not-finite"),
-        ("+Inf,2026-11-22T02:31:05Z", "not-finite"),
+        ("nan,2026-11-22T02:31:05Z", "not-finite"),
+        # Go's ParseFloat takes no sign before NaN
+        ("-NaN,2026-11-22T02:31:05Z", "malformed"),
+        ("-Inf,2026-11-22T02:31:05Z", "negative"),
+        ("-1e308,2026-11-22T02:31:05Z", "negative"),
+        # beyond float64: ParseFloat answers ErrRange, so crane does not use the value
+        ("1e400,2026-11-22T02:31:05Z", "malformed"),
+        ("-1e400,2026-11-22T02:31:05Z", "malformed"),
+        ("9" * 400 + ",2026-11-22T02:31:05Z", "malformed"),
+        # digits of other scripts: Python's \d, int() and float() take them, Go does not
+        ("\u0660.\u0669,2026-11-22T02:31:05Z", "malformed"),
+        ("0.5,\u0662\u0660\u0662\u0666-11-22T02:31:05Z", "malformed"),
+        ("0.5,2026-11-22T02:31:\uff10\uff15Z", "malformed"),
+        ("\u0131nf,2026-11-22T02:31:05Z", "malformed"),  # dotless i: no Unicode case folding
+        ("0.5,0000-01-01T00:00:00Z", "malformed"),
+        ("0.5 ,2026-11-22T02:31:05Z", "malformed"),
+        ("0.5,2026-11-22T02:31:05Z\n", "malformed"),
     ],
 )
 def test_bad_values_are_unknown(raw: str | None, reason: str) -> None:
@@ -86,6 +103,36 @@ def test_bad_values_are_unknown(raw: str | None, reason: str) -> None:
 )
 def test_go_float_forms(raw: str, value: float) -> None:
     assert decode(raw) == Sample(value, T)
+
+
+@pytest.mark.parametrize("text", ["+Inf", "inf", "Infinity", "+INFINITY"])
+def test_infinity_is_a_value(text: str) -> None:
+    # crane's ParseFloat reads it, and it is above every limit (the load model rejects the node)
+    assert decode(f"{text},2026-11-22T02:31:05Z") == Sample(math.inf, T)
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("1e308,2026-11-22T02:31:05Z", 1e308),
+        ("1e-400,2026-11-22T02:31:05Z", 0.0),  # underflow is no error to ParseFloat either
+        ("-0,2026-11-22T02:31:05Z", 0.0),
+    ],
+)
+def test_extreme_but_valid_numbers(raw: str, value: float) -> None:
+    assert decode(raw) == Sample(value, T)
+
+
+@pytest.mark.parametrize(
+    ("stamp", "moment"),
+    [
+        ("9999-12-31T23:59:59Z", datetime(9999, 12, 31, 23, 59, 59, tzinfo=SHANGHAI)),
+        ("0001-01-01T00:00:00Z", datetime(1, 1, 1, tzinfo=SHANGHAI)),
+    ],
+)
+def test_timestamps_at_the_ends_of_the_calendar(stamp: str, moment: datetime) -> None:
+    # decoded as written; whether they can be used is the load model's question (future, stale)
+    assert decode(f"0.5,{stamp}", SHANGHAI) == Sample(0.5, moment)
 
 
 @given(st.text(max_size=80))

@@ -5,7 +5,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.annotations import encode_hot_value, encode_metric
-from shared.load_model import LoadRules, NodeLoad, evaluate, hot_value, to_extender_score
+from shared.load_model import (
+    MAX_CLOCK_SKEW,
+    LoadRules,
+    NodeLoad,
+    evaluate,
+    hot_value,
+    ordered_sum,
+    to_extender_score,
+)
 from shared.policy import HotValuePolicy, parse_policy
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
@@ -226,3 +234,150 @@ def test_fail_closed_filters_at_least_what_fail_open_does(cpu: float, mem: float
     open_verdict = evaluate(NodeLoad.from_annotations("n", annotations, DEFAULT), DEFAULT, NOW)
     closed_verdict = evaluate(NodeLoad.from_annotations("n", annotations, CLOSED), CLOSED, NOW)
     assert (open_verdict.overload is None) == (closed_verdict.overload is None)
+
+
+def four_metric_rules(weights: list[float]) -> LoadRules:
+    names = ["a", "b", "c", "d"]
+    spec = {
+        "syncPolicy": [{"name": n, "period": "3m"} for n in names],
+        "priority": [{"name": n, "weight": w} for n, w in zip(names, weights, strict=True)],
+    }
+    return LoadRules.from_policy(parse_policy({"spec": spec}))
+
+
+@pytest.mark.parametrize(
+    ("weights", "usages", "score"),
+    [
+        # crane (Go, float64, left to right): S = 51.2, W = 0.6400000000000001, int(79.999…) = 79.
+        # Python 3.12's sum() compensates rounding: W = 0.64 and the score would be 80.
+        ([0.2, 0.01, 0.1, 0.33], [0.5, 0.3, 0.25, 0.0], 79),
+        ([0.25, 0.25, 0.25, 0.25], [0.0, 0.0, 0.0, 0.0], 100),
+        ([0.1, 0.2, 0.3, 0.4], [1.0, 1.0, 1.0, 1.0], 0),
+    ],
+)
+def test_score_is_cranes_float64_arithmetic(
+    weights: list[float], usages: list[float], score: int
+) -> None:
+    rule_set = four_metric_rules(weights)
+    annotations = {n: at(u) for n, u in zip("abcd", usages, strict=True)}
+    verdict = evaluate(NodeLoad.from_annotations("n", annotations, rule_set), rule_set, NOW)
+    assert verdict.score == score
+
+
+def test_weights_add_left_to_right() -> None:
+    assert four_metric_rules([0.2, 0.01, 0.1, 0.33]).total_weight == 0.6400000000000001
+    assert ordered_sum([1e16, 1.0, -1e16]) == 0.0  # a compensated sum says 1.0
+
+
+FAR_FUTURE = "9999-12-31T23:59:59Z"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("+Inf", "Load[cpu]=inf of node[n3] is above 0.65"),
+        ("1e308", f"Load[cpu]={1e308:.5f} of node[n3] is above 0.65"),
+    ],
+)
+def test_infinite_and_huge_usage_is_above_every_limit(value: str, message: str) -> None:
+    stamp = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    verdict = evaluate(load(cpu=f"{value},{stamp}", mem=at(0.1)), DEFAULT, NOW)
+    assert verdict.overload == message
+    assert verdict.overload_reason == ("cpu", "overloaded")
+    # crane: (1 - u)·w·100 leaves the finite range; Go's int64 of it, clamped, is 0
+    assert verdict.score == 0
+    assert verdict.unknown == ()
+
+
+@pytest.mark.parametrize(
+    "hot", ["+Inf", "1e308", "1.7976931348623157e308", "10.1", "3e38", "1e-308"]
+)
+def test_extreme_hot_values_stay_in_range(hot: str) -> None:
+    stamp = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    verdict = evaluate(load(cpu=at(0.0), mem=at(0.0), hot=f"{hot},{stamp}"), DEFAULT, NOW)
+    assert verdict.score == (100 if hot == "1e-308" else 0)
+    assert verdict.extender_score == (10 if hot == "1e-308" else 0)
+
+
+def test_weight_zero_with_infinite_usage_scores_zero() -> None:
+    # (1 - inf)·0·100 is NaN; crane's int64(NaN) clamps to 0
+    rule_set = rules(priority=[{"name": "cpu", "weight": 0}, {"name": "mem", "weight": 0.3}])
+    stamp = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    annotations = {"cpu": f"inf,{stamp}", "mem": at(0.0)}
+    verdict = evaluate(NodeLoad.from_annotations("n3", annotations, rule_set), rule_set, NOW)
+    assert verdict.score == 0
+
+
+@pytest.mark.parametrize(
+    ("ahead", "reason"),
+    [
+        (timedelta(0), None),
+        (MAX_CLOCK_SKEW, None),  # a little clock skew is tolerated
+        (MAX_CLOCK_SKEW + timedelta(seconds=1), "future"),
+        (timedelta(hours=8), "future"),  # crane's Asia/Shanghai wall time read as UTC
+    ],
+)
+def test_timestamps_ahead_of_now(ahead: timedelta, reason: str | None) -> None:
+    verdict = evaluate(load(cpu=at(0.9, -ahead), mem=at(0.1)), DEFAULT, NOW)
+    if reason is None:
+        assert verdict.overload is not None
+        assert verdict.unknown == ()
+    else:
+        assert verdict.overload is None  # fail-open: not used, not fresh
+        assert verdict.unknown == (("cpu", reason),)
+
+
+def test_future_value_detail_names_the_zone_setting() -> None:
+    closed = rules("failClosed")
+    annotations = {"cpu": at(0.1, -timedelta(hours=8)), "mem": at(0.1)}
+    verdict = evaluate(NodeLoad.from_annotations("n3", annotations, closed), closed, NOW)
+    assert verdict.overload == (
+        "Load[cpu] of node[n3] is future (timestamp 2026-11-22T20:00:00Z read in UTC is 8h00m "
+        "ahead of now: annotations written in local time? set spec.timestampZone); "
+        "staleData is failClosed"
+    )
+    assert verdict.overload_reason == ("cpu", "future")
+
+
+def test_a_future_value_is_used_once_its_time_comes() -> None:
+    node = load(cpu=at(0.9, -timedelta(minutes=30)))
+    verdict = evaluate(node, DEFAULT, NOW)
+    assert verdict.overload is None
+    assert verdict.valid_until == NOW + timedelta(minutes=29)
+    assert evaluate(node, DEFAULT, NOW + timedelta(minutes=29)).overload is not None
+
+
+@pytest.mark.parametrize(
+    ("stamp", "reason"),
+    [(FAR_FUTURE, "future"), ("0001-01-01T00:00:00Z", "stale")],
+)
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Shanghai", "America/New_York", "Pacific/Kiritimati"])
+def test_calendar_ends_never_overflow(stamp: str, reason: str, zone: str) -> None:
+    spec = {
+        "syncPolicy": [{"name": "cpu", "period": "3m"}],
+        "predicate": [{"name": "cpu", "maxLimitPecent": 0.65}],
+        "priority": [{"name": "cpu", "weight": 1}],
+        "timestampZone": zone,
+    }
+    rule_set = LoadRules.from_policy(parse_policy({"spec": spec}))
+    annotations = {"cpu": f"0.9,{stamp}", "node_hot_value": f"1e308,{stamp}"}
+    verdict = evaluate(NodeLoad.from_annotations("n", annotations, rule_set), rule_set, NOW)
+    assert verdict.overload is None
+    assert verdict.score == 0
+    expected = {"cpu": reason} | ({"node_hot_value": reason} if reason == "future" else {})
+    assert dict(verdict.unknown) == expected
+    # a future timestamp is looked at again (at most a day later), a stale one never
+    assert (verdict.valid_until is not None) == (reason == "future")
+    if verdict.valid_until is not None:
+        assert verdict.valid_until <= NOW + timedelta(days=1)
+
+
+def test_a_long_period_needs_no_datetime_beyond_9999() -> None:
+    spec = {
+        "syncPolicy": [{"name": "cpu", "period": "87600000h"}],  # 10,000 years
+        "priority": [{"name": "cpu", "weight": 1}],
+    }
+    rule_set = LoadRules.from_policy(parse_policy({"spec": spec}))
+    verdict = evaluate(NodeLoad.from_annotations("n", {"cpu": at(0.5)}, rule_set), rule_set, NOW)
+    assert verdict.score == 50
+    assert verdict.valid_until == NOW + timedelta(days=1)
