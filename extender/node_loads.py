@@ -8,23 +8,65 @@ decoded again on the next call. Both hand out :class:`CachedLoad` entries.
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import msgspec
 
 from extender.wire import NODE_DECODER, HostPriority, Node
-from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate
+from shared.annotations import Sample
+from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate, future_detail
+
+logger = logging.getLogger(__name__)
+
+
+class FutureTimestampWarnings:
+    """Logs once per node that its annotations carry timestamps ahead of now: most likely
+    crane's local-time convention read with another ``spec.timestampZone``. Owned by one cache
+    or memo; remembers at most ``max_nodes`` names (then starts over)."""
+
+    def __init__(self, max_nodes: int = 10_000) -> None:
+        self._max = max_nodes
+        self._warned: set[str] = set()
+
+    def note(self, load: NodeLoad, verdict: Verdict, now: datetime) -> None:
+        if load.node in self._warned:
+            return
+        future = [metric for metric, reason in verdict.unknown if reason == "future"]
+        if not future:
+            return
+        if len(self._warned) >= self._max:
+            self._warned.clear()
+        self._warned.add(load.node)
+        first = load.readings.get(future[0])
+        detail = (
+            future_detail(first.timestamp, first.timestamp - now)
+            if isinstance(first, Sample)
+            else "set spec.timestampZone"
+        )
+        logger.warning(
+            "node/%s: %s not used: %s (logged once per node)",
+            load.node,
+            ", ".join(future),
+            detail,
+        )
 
 
 class CachedLoad:
     """One node's decoded load and its last verdict."""
 
-    __slots__ = ("_computed_at", "_verdict", "fingerprint", "load")
+    __slots__ = ("_computed_at", "_verdict", "_warnings", "fingerprint", "load")
 
-    def __init__(self, load: NodeLoad, fingerprint: tuple[str | None, ...]) -> None:
+    def __init__(
+        self,
+        load: NodeLoad,
+        fingerprint: tuple[str | None, ...],
+        warnings: FutureTimestampWarnings | None = None,
+    ) -> None:
         self.load = load
         self.fingerprint = fingerprint
+        self._warnings = warnings
         self._verdict: Verdict | None = None
         self._computed_at: datetime | None = None
 
@@ -40,6 +82,8 @@ class CachedLoad:
         ):
             verdict = self._verdict = evaluate(self.load, rules, now)
             self._computed_at = now
+            if verdict.unknown and self._warnings is not None:
+                self._warnings.note(self.load, verdict, now)
         return verdict
 
 
@@ -51,13 +95,18 @@ def fingerprint(annotations: Mapping[str, str] | None, rules: LoadRules) -> tupl
 
 
 def cached_load(
-    name: str, annotations: Mapping[str, str] | None, rules: LoadRules, previous: CachedLoad | None
+    name: str,
+    annotations: Mapping[str, str] | None,
+    rules: LoadRules,
+    previous: CachedLoad | None,
+    warnings: FutureTimestampWarnings | None = None,
 ) -> CachedLoad:
-    """``previous`` if the node's relevant annotations are unchanged, else a freshly decoded one."""
+    """``previous`` if the node's relevant annotations are unchanged, else a freshly decoded one
+    (whose verdicts report timestamps ahead of now to ``warnings``)."""
     key = fingerprint(annotations, rules)
     if previous is not None and previous.fingerprint == key:
         return previous
-    return CachedLoad(NodeLoad.from_annotations(name, annotations, rules), key)
+    return CachedLoad(NodeLoad.from_annotations(name, annotations, rules), key, warnings)
 
 
 class NodeView:
@@ -116,6 +165,7 @@ class NodeLoadCache:
         self.allocatable: dict[str, Mapping[str, str]] = {}
         self._cordoned: set[str] = set()
         """Each node's ``status.allocatable`` as sent (for preemption arithmetic)."""
+        self.future_warnings = FutureTimestampWarnings()
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -137,6 +187,7 @@ class NodeLoadCache:
                 node.metadata.annotations,
                 self._rules,
                 old.get(node.metadata.name),
+                self.future_warnings,
             )
             for node in items
         }
@@ -157,7 +208,9 @@ class NodeLoadCache:
             else:
                 self._cordoned.discard(name)
             previous = self._nodes.get(name)
-            entry = cached_load(name, item.metadata.annotations, self._rules, previous)
+            entry = cached_load(
+                name, item.metadata.annotations, self._rules, previous, self.future_warnings
+            )
             if entry is previous:
                 return
             self._nodes[name] = entry
@@ -199,10 +252,14 @@ class RequestMemo:
         self._rules = rules
         self._max = max_entries
         self._nodes: dict[str, CachedLoad] = {}
+        self.future_warnings = FutureTimestampWarnings()
 
     def load(self, node: Node) -> CachedLoad:
         name = node.metadata.name
-        entry = cached_load(name, node.metadata.annotations, self._rules, self._nodes.get(name))
+        previous = self._nodes.get(name)
+        entry = cached_load(
+            name, node.metadata.annotations, self._rules, previous, self.future_warnings
+        )
         if len(self._nodes) >= self._max and name not in self._nodes:
             self._nodes.clear()
         self._nodes[name] = entry
