@@ -64,6 +64,8 @@ class LoadRules:
     zone: tzinfo
     keys: tuple[str, ...]
     """Every annotation key the rules read (metric names and the hot value key)."""
+    hot_limit: int = 0
+    """Refuse a node whose fresh hot value is above this; 0 is off."""
 
     @classmethod
     def from_policy(cls, policy: DynamicSchedulerPolicy) -> LoadRules:
@@ -84,6 +86,7 @@ class LoadRules:
             fail_closed=spec.stale_data == "failClosed",
             zone=policy.zone,
             keys=tuple(names),
+            hot_limit=spec.hot_value_limit,
         )
 
 
@@ -184,6 +187,10 @@ def overload_message(metric: str, value: float, node: str, limit: float) -> str:
     return f"Load[{metric}]={value:.5f} of node[{node}] is above {limit:g}"
 
 
+def hot_message(hot: float, node: str, limit: int) -> str:
+    return f"Hot value {hot:g} of node[{node}] is above hotValueLimit {limit}"
+
+
 def unknown_message(metric: str, node: str, unknown: Unknown) -> str:
     detail = f" ({unknown.detail})" if unknown.detail else ""
     return f"Load[{metric}] of node[{node}] is {unknown.reason}{detail}; staleData is failClosed"
@@ -229,6 +236,10 @@ def evaluate(load: NodeLoad, rules: LoadRules, now: datetime) -> Verdict:
         expiries.append(changes_at)
     if isinstance(hot, Unknown) and hot.reason not in ("missing", "stale"):
         unknown[HOT_VALUE_KEY] = hot.reason  # no hot value, or an old one, is normal
+    if overload is None and rules.hot_limit and isinstance(hot, Sample):
+        if hot.value > rules.hot_limit:
+            overload = hot_message(hot.value, load.node, rules.hot_limit)
+            reason = (HOT_VALUE_KEY, "overloaded")
     score = node_score(weighted, rules.total_weight, hot.value if isinstance(hot, Sample) else 0.0)
     return Verdict(
         overload=overload,

@@ -168,6 +168,9 @@ class PolicySpec(_Strict):
     time with a literal ``Z`` (``Asia/Shanghai`` by default); set that zone to share a
     cluster with crane."""
     estimation: EstimationPolicy = EstimationPolicy()
+    hot_value_limit: int = Field(default=0, alias="hotValueLimit", ge=0)
+    """loadsched: filter refuses a node whose fresh hot value is above this (pods were just
+    bound there and its metrics do not show them yet); 0 is off, crane's behaviour."""
 
     @field_validator("timestamp_zone")
     @classmethod
