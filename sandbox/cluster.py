@@ -401,16 +401,23 @@ class Sandbox:
         handle = self.schedulers.pop(name)
         self.supervisor.stop(handle.process)
 
-    def _start_service(self, name: str, module: str, port: int | None, args: Iterable[str]) -> str:
-        """Run one of loadsched's services as a process with the admin kubeconfig; its URL
-        once ``/readyz`` answers."""
+    def _start_service(
+        self,
+        name: str,
+        module: str,
+        port: int | None,
+        args: Iterable[str],
+        kubeconfig: Path | None = None,
+    ) -> str:
+        """Run one of loadsched's services as a process with its account's kubeconfig (the
+        admin's when none was installed), or ``kubeconfig``; its URL once ``/readyz`` answers."""
         port = port or free_port()
         argv = [
             sys.executable,
             "-m",
             module,
             "--kubeconfig",
-            str(self.service_kubeconfigs.get(module, self.kubeconfig)),
+            str(kubeconfig or self.service_kubeconfigs.get(module, self.kubeconfig)),
             "--port",
             str(port),
             *args,
@@ -426,10 +433,26 @@ class Sandbox:
         return url
 
     def start_extender(
-        self, *, port: int | None = None, args: Iterable[str] = (), name: str = "extender"
+        self,
+        *,
+        port: int | None = None,
+        args: Iterable[str] = (),
+        name: str = "extender",
+        api_port: int | None = None,
     ) -> str:
-        """loadsched's extender on 127.0.0.1; returns its URL."""
-        return self._start_service(name, "extender", port, ["--host", "127.0.0.1", *args])
+        """loadsched's extender on 127.0.0.1; returns its URL. ``api_port``: reach the API
+        server there instead (a relay in front of it)."""
+        kubeconfig = None
+        if api_port is not None:
+            source = self.service_kubeconfigs.get("extender", self.kubeconfig)
+            config = yaml.safe_load(source.read_text())
+            for cluster in config["clusters"]:
+                cluster["cluster"]["server"] = f"https://127.0.0.1:{api_port}"
+            kubeconfig = self.workdir / f"{name}-via-{api_port}.kubeconfig"
+            kubeconfig.write_text(yaml.safe_dump(config))
+        return self._start_service(
+            name, "extender", port, ["--host", "127.0.0.1", *args], kubeconfig
+        )
 
     def start_annotator(
         self,
