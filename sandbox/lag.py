@@ -63,6 +63,8 @@ class LaggingRelay:
         down = asyncio.create_task(_pump(server_r, client_w, self.lag))
         try:
             await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            pass  # the relay is closing
         finally:
             for task in (up, down):
                 task.cancel()
