@@ -41,7 +41,7 @@ class ExtenderMetrics:
         self.unknown_annotations = Counter(
             "loadsched_extender_unknown_annotations_total",
             "Node metric values filter read as unknown, by metric and reason "
-            "(missing, malformed, negative, not-finite, stale).",
+            "(missing, malformed, negative, not-finite, stale, future).",
             ["metric", "reason"],
             registry=self.registry,
         )
