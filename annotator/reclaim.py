@@ -1,13 +1,17 @@
 """The elastic-quota controller (leader only): keeps ``status.used`` of every ElasticQuota
 current, reports malformed ones, and reclaims lent capacity.
 
-kube-scheduler's own preemption never proposes pods of equal or higher priority, so a
-borrower running at high priority cannot be reclaimed through the extender's ``preempt``. This
-controller closes that gap: for an unschedulable pod whose namespace stays within its ``min``,
-it picks a minimal set of borrower pods on one node (:func:`shared.reclaim.plan_reclaim`:
-namespaces furthest over ``min`` first, then lowest priority, then newest, online services
-with ``preemptionPolicy: Never`` last, never pushing a namespace below its ``min``) and evicts
-them through the Eviction API, so PodDisruptionBudgets are respected.
+kube-scheduler's own preemption never proposes pods of equal or higher priority, and proposes
+nothing at all while the pod fits on a node — yet a lender's pod is refused while the sum of
+use would exceed the sum of ``min`` (borrowers hold its guarantee), whether or not the nodes
+are full. This controller closes that gap: for an unschedulable pod whose namespace stays
+within its ``min``, it plans with :func:`shared.reclaim.plan_reclaim` — the same victim
+selection as the extender's ``preempt``: a node for the pod and a minimal set of borrower pods
+(namespaces over their ``min`` in any resource, whatever their priority; lowest priority
+first, then newest, online services with ``preemptionPolicy: Never`` last; never pushing a
+namespace below its ``min`` in a resource the pod needs), on that node for the room it lacks
+and on any node for what the sum of ``min`` needs back — and evicts them through the Eviction
+API, so PodDisruptionBudgets are respected.
 
 One plan is carried out per pass. The waiting pod is then nominated to the node
 (``status.nominatedNodeName``, as kube-scheduler's own preemption does), so the scheduler keeps
@@ -37,9 +41,8 @@ from shared.errors import LoadschedError
 from shared.kube.status import send
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity, parse_resources, to_quantity
-from shared.quota import reclaiming
 from shared.quota_ledger import ELASTIC_QUOTAS_PATH, QuotaLedger
-from shared.reclaim import ReclaimPlan, plan_reclaim
+from shared.reclaim import Preemptor, ReclaimPlan, Rules, plan_reclaim
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +212,7 @@ class QuotaController:
             elif pod.status.nominatedNodeName != node:
                 await self._nominate(pod, node)
 
-    async def _nominate(self, pod: Pod, node: str) -> None:
+    async def _nominate(self, pod: Pod, node: str | None) -> None:
         meta = pod.metadata
         try:
             await send(
@@ -240,29 +243,24 @@ class QuotaController:
             except ValueError as e:
                 logger.warning("pod/%s: %s", pod.key, e)
                 continue
-            if not reclaiming(namespace, request, ledger.quotas, ledger.used):
+            rules = Rules.of(
+                Preemptor(uid, namespace, pod.priority, request), ledger.state(without=uid)
+            )
+            if not rules.reclaiming:
                 continue
             nodes = {
                 name: capacity.allocatable
                 for name, capacity in self._nodes.capacity.items()
                 if capacity.admits(pod.spec.nodeSelector)
             }
-            plan = plan_reclaim(
-                namespace,
-                request,
-                nodes=nodes,
-                pods_by_node=ledger.by_node,
-                quotas=ledger.quotas,
-                used=ledger.used,
-                exclude=uid,
-            )
+            plan = plan_reclaim(rules, nodes=nodes, pods_by_node=ledger.by_node)
             if plan is None:
                 await self._recorder.record(
                     _pod_ref(pod),
                     "ReclaimImpossible",
                     f"namespace {namespace} is within its elastic quota min, but no node can "
                     f"be freed for {describe(request)} without pushing another namespace below "
-                    "its min",
+                    "its min in a resource the pod needs",
                     kind="Warning",
                 )
                 continue
@@ -277,13 +275,17 @@ class QuotaController:
 
     async def _carry_out(self, pod: Pod, request: ResourceList, plan: ReclaimPlan) -> None:
         prefix = "dry run: would evict" if self._dry_run else "evicting"
-        names = ", ".join(v.key for v in plan.victims)
+        names = ", ".join(f"{v.key} on node {v.node}" for v in plan.victims)
         await self._recorder.record(
             _pod_ref(pod),
             "Reclaiming",
-            f"{prefix} {names} on node {plan.node} to give namespace {pod.metadata.namespace} "
-            f"back capacity within its elastic quota min ({describe(request)} requested)",
+            f"{prefix} {names} to give namespace {pod.metadata.namespace} back capacity "
+            f"within its elastic quota min ({describe(request)} requested on node {plan.node})",
         )
+        if not self._dry_run:
+            # nominated first: kube-scheduler keeps the node's room for it, and the pod's
+            # quota use counts at once, so no borrower's new pod takes back what is freed
+            await self._nominate(pod, plan.node)
         evicted: set[str] = set()
         for victim in plan.victims:
             ref = ObjectRef("Pod", victim.namespace, victim.name, victim.uid)
@@ -306,7 +308,7 @@ class QuotaController:
             )
             self._metrics.reclaim_evictions.labels(result.value).inc()
             if result is Eviction.EVICTED:
-                logger.info("pod/%s: evicted %s on node/%s", pod.key, victim.key, plan.node)
+                logger.info("pod/%s: evicted %s on node/%s", pod.key, victim.key, victim.node)
                 await self._recorder.record(ref, "Reclaimed", message, kind="Warning")
                 evicted.add(victim.uid)
             elif result is Eviction.GONE:
@@ -322,8 +324,8 @@ class QuotaController:
         if evicted:
             deadline = self._monotonic() + self._in_flight_seconds
             self.in_flight[pod.metadata.uid] = (plan.node, deadline)
-            if not self._dry_run:
-                await self._nominate(pod, plan.node)
+        elif not self._dry_run:
+            await self._nominate(pod, None)  # nothing was freed: hold no room
 
 
 def _pod_ref(pod: Pod) -> ObjectRef:

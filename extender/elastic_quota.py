@@ -7,16 +7,22 @@ nodes in ``FailedNodes``. A quota rejection goes there when a legal preemption c
 borrow), and to ``FailedAndUnresolvableNodes`` otherwise.
 
 At ``preempt``, kube-scheduler accepts any pod on a candidate node as a victim (it resolves
-the UIDs against the node's pods), so the default victims are replaced by legal ones:
+the UIDs against the node's pods), so its victims are replaced by legal ones, chosen by
+:mod:`shared.reclaim` exactly as the annotator's reclaim controller chooses them:
 
-- the preemptor's namespace stays within its ``min`` (reclaiming): only pods of namespaces
-  that have a quota and stay at or above their own ``min``, lowest priority then newest first;
+- the preemptor's namespace stays within its ``min`` (a lender): pods of borrowers (other
+  namespaces over their ``min`` in any resource), whatever their priority, enough for the pod
+  to fit and for the sum of use to stay within the sum of ``min``, never pushing a namespace
+  below its ``min`` in a resource the preemptor needs;
 - otherwise: only lower-priority pods of the preemptor's own namespace, and enough of them
   that the quota admits the preemptor afterwards.
 
-A node without a legal set is dropped. kube-scheduler (v1.34) only proposes nodes where it
-found at least one lower-priority pod to remove, and rejects an answer that lists a node with
-no victims, so such a node is never returned.
+The node's room counts pods admitted at filter but not yet seen bound (their node unknown
+here; kube-scheduler's own victims bound how much of it can be on this node), so a node is not
+dropped for room that is already promised. A node without a legal set is dropped.
+kube-scheduler (v1.34) only proposes nodes where it found at least one lower-priority pod to
+remove, and rejects an answer that lists a node with no victims, so such a node is never
+returned.
 """
 
 from __future__ import annotations
@@ -26,16 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from extender.metrics import ExtenderMetrics
 from extender.wire import MetaPod, MetaVictims, PodInfo
-from shared.quantity import ResourceList, add, subtract
-from shared.quota import Admission, Totals, admit, reclaiming
-from shared.quota_ledger import PodUsage, QuotaLedger
-from shared.reclaim import (
-    deficit,
-    free_on_node,
-    keeps_min,
-    newest_first_by_priority,
-    select_victims,
-)
+from shared.quantity import ResourceList
+from shared.quota import Admission
+from shared.quota_ledger import ASSUMED, PodUsage, QuotaLedger
+from shared.reclaim import Preemptor, Rules, victims_on_node
 
 logger = logging.getLogger(__name__)
 
@@ -88,41 +88,16 @@ class QuotaGate:
         self, pod: PodInfo, proposed: Mapping[str, tuple[list[str], int]]
     ) -> dict[str, MetaVictims] | None:
         """Legal victims per candidate node; ``None`` when quotas have no say (no quota)."""
-        namespace = pod.metadata.namespace
+        namespace, uid = pod.metadata.namespace, pod.metadata.uid
         ledger = self.ledger
         if namespace not in ledger.quotas:
             return None
-        request = self.request_of(pod)
-        own = ledger.pods.get(pod.metadata.uid)
-        used: dict[str, ResourceList] = dict(ledger.used)
-        pool_used = ledger.pool_used
-        if own is not None:
-            used[namespace] = subtract(used.get(namespace, {}), own.request)
-            pool_used = subtract(pool_used, own.request)
-        quotas = ledger.quotas
-        if reclaiming(namespace, request, quotas, used):
-            legal = keeps_min(quotas, used)
-            enough = None
-
-            def eligible(u: PodUsage) -> bool:
-                return u.namespace != namespace and u.namespace in quotas
-        else:
-
-            def legal(_: Sequence[PodUsage]) -> bool:
-                return True
-
-            def enough(victims: Sequence[PodUsage]) -> bool:
-                freed = add(*(v.request for v in victims))
-                after = {namespace: subtract(used.get(namespace, {}), freed)}
-                totals = Totals(min=ledger.pool_min, used=subtract(pool_used, freed))
-                return admit(namespace, request, quotas, after, totals=totals).admitted
-
-            def eligible(u: PodUsage) -> bool:
-                return u.namespace == namespace and u.priority < pod.priority
-
+        preemptor = Preemptor(uid, namespace, pod.priority, self.request_of(pod))
+        rules = Rules.of(preemptor, ledger.state(without=uid))
+        promised = list(ledger.by_node.get(ASSUMED, {}).values())
         answer: dict[str, MetaVictims] = {}
         for node, (default, violations) in proposed.items():
-            victims = self._victims(pod, node, request, eligible, legal, enough)
+            victims = self._victims(rules, node, default, promised)
             if not victims:
                 self._metrics.quota_preemptions.labels("dropped").inc()
                 logger.info(
@@ -141,26 +116,22 @@ class QuotaGate:
         return answer
 
     def _victims(
-        self,
-        pod: PodInfo,
-        node: str,
-        request: ResourceList,
-        eligible: Callable[[PodUsage], bool],
-        legal: Callable[[Sequence[PodUsage]], bool],
-        enough: Callable[[Sequence[PodUsage]], bool] | None,
+        self, rules: Rules, node: str, default: Sequence[str], promised: Sequence[PodUsage]
     ) -> list[PodUsage] | None:
         allocatable = self._allocatable(node)
         if not allocatable:
             return None
-        on_node = [
-            u for u in self.ledger.by_node.get(node, {}).values() if u.uid != pod.metadata.uid
-        ]
+        known = [self.ledger.pods.get(uid) for uid in default]
+        scheduler_victims = None if None in known else [u for u in known if u is not None]
         try:
-            need = deficit(request, free_on_node(allocatable, on_node))
+            return victims_on_node(
+                rules,
+                node,
+                allocatable,
+                self.ledger.by_node.get(node, {}).values(),
+                promised=promised,
+                proposed=scheduler_victims,
+            )
         except ValueError as e:
             logger.warning("node/%s: %s", node, e)
             return None
-        candidates = newest_first_by_priority(
-            u for u in on_node if not u.terminating and eligible(u)
-        )
-        return select_victims(need, candidates, legal=legal, enough=enough)

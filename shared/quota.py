@@ -4,9 +4,13 @@ namespace be admitted, and if not, could a legal preemption make room? Pure; no 
 - A quota governs the resources it names in ``min`` or ``max``; a pod's other resources are
   not limited by it (a quota of CPU only says nothing about memory).
 - For a governed resource, a missing ``max`` is unlimited and a missing ``min`` is 0.
-- Reject when ``used + request > max`` for a resource.
-- A namespace may go above its ``min`` only by borrowing what the other namespaces with quotas
-  leave unused of theirs: over all of them, ``Σ used ≤ Σ min`` for that resource.
+- A namespace is a *borrower* when its use is over its ``min`` in **any** governed resource;
+  a pod is a *lender's* (it reclaims) when its namespace, with the pod, stays within its
+  ``min`` in every governed resource (CapacityScheduling's ``usedOverMin``).
+- Reject when ``used + request > max`` for a resource, and — for every pod, also a lender's —
+  when the sum of use over all namespaces with quotas plus the request would exceed the sum
+  of their ``min`` (``Σ used ≤ Σ min``, per resource, over the quotas that govern it). A
+  lender's pod refused that way takes its guarantee back from the borrowers.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from shared.quantity import ResourceList, add, format_quantity, parse_resources
+from shared.quantity import ResourceList, add, format_quantity, parse_resources, subtract
 
 ZERO = Fraction(0)
 
@@ -54,6 +58,14 @@ class ElasticQuota:
     def governs(self, resource: str) -> bool:
         return resource in self.min or (self.max is not None and resource in self.max)
 
+    def governed(self, resources: Mapping[str, Fraction]) -> ResourceList:
+        """The part of ``resources`` this quota governs."""
+        return {name: value for name, value in resources.items() if self.governs(name)}
+
+    def over_min(self, used: Mapping[str, Fraction]) -> bool:
+        """True for a borrower: over its ``min`` in any resource it governs."""
+        return any(v > self.guaranteed(r) for r, v in used.items() if self.governs(r))
+
 
 def _mapping(value: object, where: str) -> Mapping[str, object] | None:
     if value is None or isinstance(value, Mapping):
@@ -72,7 +84,7 @@ class Admission:
 @dataclass(frozen=True)
 class Totals:
     """Sums over every namespace that has a quota: of ``min`` (the pool that can be lent) and
-    of what is in use."""
+    of what is in use, each resource over the quotas that govern it."""
 
     min: Mapping[str, Fraction]
     used: Mapping[str, Fraction]
@@ -83,7 +95,91 @@ class Totals:
     ) -> Totals:
         return cls(
             min=add(*(q.min for q in quotas.values())),
-            used=add(*(used.get(ns, {}) for ns in quotas)),
+            used=add(*(q.governed(used.get(ns, {})) for ns, q in quotas.items())),
+        )
+
+
+@dataclass(frozen=True)
+class QuotaState:
+    """Every quota and what each namespace uses, at one moment."""
+
+    quotas: Mapping[str, ElasticQuota]
+    used: Mapping[str, Mapping[str, Fraction]]
+    totals: Totals
+
+    @classmethod
+    def of(
+        cls, quotas: Mapping[str, ElasticQuota], used: Mapping[str, Mapping[str, Fraction]]
+    ) -> QuotaState:
+        return cls(quotas, used, Totals.of(quotas, used))
+
+    def use_of(self, namespace: str) -> Mapping[str, Fraction]:
+        return self.used.get(namespace, {})
+
+    def without(self, namespace: str, request: Mapping[str, Fraction]) -> QuotaState:
+        """The state as if a pod of ``namespace`` holding ``request`` were not counted."""
+        quota = self.quotas.get(namespace)
+        pool = self.totals.used
+        if quota is not None:
+            pool = subtract(pool, quota.governed(request))
+        return QuotaState(
+            self.quotas,
+            {**self.used, namespace: subtract(self.use_of(namespace), request)},
+            Totals(min=self.totals.min, used=pool),
+        )
+
+    def is_borrower(self, namespace: str) -> bool:
+        quota = self.quotas.get(namespace)
+        return quota is not None and quota.over_min(self.use_of(namespace))
+
+    def reclaiming(self, namespace: str, request: Mapping[str, Fraction]) -> bool:
+        """True if the pod keeps its namespace within its ``min`` in every governed resource:
+        it may take back lent capacity."""
+        quota = self.quotas.get(namespace)
+        return quota is not None and not quota.over_min(add(self.use_of(namespace), request))
+
+    def pool_excess(self, namespace: str, request: Mapping[str, Fraction]) -> ResourceList:
+        """What the pod would put over the sum of ``min``, per resource its quota governs."""
+        quota = self.quotas.get(namespace)
+        if quota is None:
+            return {}
+        excess = {}
+        for name, amount in request.items():
+            if amount > 0 and quota.governs(name):
+                over = self.totals.used.get(name, ZERO) + amount - self.totals.min.get(name, ZERO)
+                if over > 0:
+                    excess[name] = over
+        return excess
+
+    def max_excess(self, namespace: str, request: Mapping[str, Fraction]) -> ResourceList:
+        """What the pod would put its namespace over its ``max``, per resource."""
+        quota = self.quotas.get(namespace)
+        if quota is None:
+            return {}
+        mine = self.use_of(namespace)
+        excess = {}
+        for name, amount in request.items():
+            ceiling = quota.ceiling(name)
+            if amount > 0 and ceiling is not None:
+                over = mine.get(name, ZERO) + amount - ceiling
+                if over > 0:
+                    excess[name] = over
+        return excess
+
+    def admit(
+        self,
+        namespace: str,
+        request: Mapping[str, Fraction],
+        *,
+        lower_priority_used: Mapping[str, Fraction] | None = None,
+    ) -> Admission:
+        return admit(
+            namespace,
+            request,
+            self.quotas,
+            self.used,
+            lower_priority_used=lower_priority_used,
+            totals=self.totals,
         )
 
 
@@ -105,6 +201,7 @@ def admit(
         return Admission(True)
     mine = used.get(namespace, {})
     freeable = lower_priority_used or {}
+    lender: bool | None = None
     for resource, amount in request.items():
         if amount <= 0 or not quota.governs(resource):
             continue
@@ -116,24 +213,32 @@ def admit(
                 _message(namespace, resource, "max", after, ceiling),
                 preemption_may_help=after - freeable.get(resource, ZERO) <= ceiling,
             )
-        if after <= quota.guaranteed(resource):
-            continue  # within its own guarantee
         if totals is None:
             totals = Totals.of(quotas, used)
         pool = totals.min.get(resource, ZERO)
         in_use = totals.used.get(resource, ZERO) + amount
-        if in_use > pool:
-            shown_use, shown_pool = (
-                format_quantity(resource, in_use),
-                format_quantity(resource, pool),
-            )
+        if in_use <= pool:
+            continue
+        if lender is None:
+            lender = not quota.over_min(add(mine, request))
+        numbers = (
+            f"in use {format_quantity(resource, in_use)} > sum of min "
+            f"{format_quantity(resource, pool)}"
+        )
+        if lender:
+            # Within its own min, the rest is held by borrowers: they give it back.
             return Admission(
                 False,
-                f"elastic quota of namespace {namespace}: {resource} would be borrowed beyond "
-                f"what other namespaces leave unused of their min (in use {shown_use} "
-                f"> sum of min {shown_pool})",
-                preemption_may_help=in_use - freeable.get(resource, ZERO) <= pool,
+                f"elastic quota of namespace {namespace}: {resource} of its min is lent to "
+                f"namespaces over theirs ({numbers}); reclaiming",
+                preemption_may_help=True,
             )
+        return Admission(
+            False,
+            f"elastic quota of namespace {namespace}: {resource} would be borrowed beyond "
+            f"what other namespaces leave unused of their min ({numbers})",
+            preemption_may_help=in_use - freeable.get(resource, ZERO) <= pool,
+        )
     return Admission(True)
 
 
@@ -143,16 +248,9 @@ def reclaiming(
     quotas: Mapping[str, ElasticQuota],
     used: Mapping[str, Mapping[str, Fraction]],
 ) -> bool:
-    """True if the pod keeps its namespace within its ``min``: it may take back lent capacity."""
+    """True if the pod keeps its namespace within its ``min`` in every governed resource."""
     quota = quotas.get(namespace)
-    if quota is None:
-        return False
-    after = add(used.get(namespace, {}), request)
-    return all(
-        after.get(r, ZERO) <= quota.guaranteed(r)
-        for r, amount in request.items()
-        if amount > 0 and quota.governs(r)
-    )
+    return quota is not None and not quota.over_min(add(used.get(namespace, {}), request))
 
 
 def _message(namespace: str, resource: str, limit: str, value: Fraction, bound: Fraction) -> str:

@@ -2,7 +2,8 @@
 (pods and ElasticQuotas), so a decision costs the same with 20,000 pods cached as with 20.
 
 A pod counts while it is not terminal and is bound or nominated to a node. Pods the extender
-has just admitted are *assumed* (counted) until the watch shows them bound, or for
+has just admitted are *assumed* (counted, on the placeholder node :data:`ASSUMED`: filter
+does not learn the node kube-scheduler picks) until the watch shows them bound, or for
 ``assume_seconds``: kube-scheduler binds asynchronously, and without this a burst of pods
 would each be judged against usage that does not yet include the ones before it.
 Pure: no I/O; the watches feed :attr:`QuotaLedger.pod_store` and :attr:`QuotaLedger.quota_store`.
@@ -20,12 +21,14 @@ from typing import Any
 import msgspec
 
 from shared.pods import Pod
-from shared.quantity import ResourceList, add, subtract
-from shared.quota import Admission, ElasticQuota, Totals, admit
+from shared.quantity import ResourceList, add
+from shared.quota import Admission, ElasticQuota, QuotaState, Totals
 
 logger = logging.getLogger(__name__)
 
 ZERO = Fraction(0)
+ASSUMED = "<assumed>"
+"""The node of a pod admitted at filter whose binding the watch has not shown yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,9 @@ class PodUsage:
     created: str
     terminating: bool
     request: ResourceList
+    bound: bool = True
+    """``spec.nodeName`` is set; else the pod is only nominated or assumed there, holds no
+    room on the node yet and cannot be a victim."""
 
     @property
     def key(self) -> str:
@@ -68,6 +74,7 @@ class PodUsage:
             created=meta.creationTimestamp or "",
             terminating=meta.deletionTimestamp is not None,
             request=pod.request() if request is None else request,
+            bound=not node and bool(pod.spec.nodeName),
         )
 
 
@@ -124,12 +131,12 @@ class QuotaLedger:
 
     def _count(self, usage: PodUsage, sign: int) -> None:
         ns_used = self.used.setdefault(usage.namespace, {})
-        in_quota = usage.namespace in self.quotas
+        quota = self.quotas.get(usage.namespace)
         pool = self.pool_used
         for name, value in usage.request.items():
             delta = value if sign > 0 else -value
             ns_used[name] = ns_used.get(name, ZERO) + delta
-            if in_quota:
+            if quota is not None and quota.governs(name):
                 pool[name] = pool.get(name, ZERO) + delta
         if sign > 0:
             self.pods[usage.uid] = usage
@@ -155,7 +162,7 @@ class QuotaLedger:
         if usage is not None:
             self._count(usage, +1)
 
-    def assume(self, pod: Pod, request: ResourceList, node: str = "<assumed>") -> None:
+    def assume(self, pod: Pod, request: ResourceList, node: str = ASSUMED) -> None:
         """Count a pod the extender just admitted until the watch reports it (or time out)."""
         uid = pod.metadata.uid
         if not uid or uid in self.pods:
@@ -191,27 +198,26 @@ class QuotaLedger:
 
     # -- decisions --------------------------------------------------------------------------
 
+    def state(self, *, without: str = "") -> QuotaState:
+        """Quota use now, as if pod ``without`` (a UID) were not counted: the pod a decision
+        is about is never counted against itself (it may be nominated, or assumed)."""
+        self.expire_assumed()
+        state = QuotaState(self.quotas, self.used, Totals(min=self.pool_min, used=self.pool_used))
+        own = self.pods.get(without) if without else None
+        return state if own is None else state.without(own.namespace, own.request)
+
     def admit(self, pod: Pod, request: ResourceList) -> Admission:
         """May ``pod`` be placed, given everything else counted (never the pod itself)?"""
         namespace = pod.metadata.namespace
         if namespace not in self.quotas:
             return Admission(True)
-        self.expire_assumed()
-        own = self.pods.get(pod.metadata.uid)
-        used: dict[str, ResourceList] = {namespace: self.used.get(namespace, {})}
-        totals = Totals(min=self.pool_min, used=self.pool_used)
-        if own is not None:
-            used[namespace] = subtract(used[namespace], own.request)
-            totals = Totals(min=totals.min, used=subtract(totals.used, own.request))
-        decision = admit(namespace, request, self.quotas, used, totals=totals)
+        state = self.state(without=pod.metadata.uid)
+        decision = state.admit(namespace, request)
         if decision.admitted:
             return decision
-        return admit(
+        return state.admit(
             namespace,
             request,
-            self.quotas,
-            used,
-            totals=totals,
             lower_priority_used=self.lower_priority_used(namespace, pod.priority),
         )
 
@@ -220,7 +226,7 @@ class QuotaLedger:
             *(
                 u.request
                 for u in self.by_namespace.get(namespace, {}).values()
-                if u.priority < priority and not u.terminating
+                if u.priority < priority and u.bound and not u.terminating
             )
         )
 
@@ -249,7 +255,7 @@ class QuotaLedger:
         self.quotas = quotas
         self.invalid = invalid
         self.pool_min = add(*(q.min for q in quotas.values()))
-        self.pool_used = add(*(self.used.get(ns, {}) for ns in quotas))
+        self.pool_used = dict(Totals.of(quotas, self.used).used)
 
     def set_quota_objects(self, objects: Iterable[QuotaObject], *, replace: bool) -> None:
         if replace:

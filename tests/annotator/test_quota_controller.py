@@ -54,19 +54,24 @@ class Clock:
         return self.now
 
 
-def node(name: str, cpu: str = "7", labels: dict[str, str] | None = None) -> Any:
+def node(
+    name: str, cpu: str = "7", labels: dict[str, str] | None = None, memory: str = "64Gi"
+) -> Any:
     return NODE_DECODER.decode(
         msgspec.json.encode(
             {
                 "metadata": {"name": name, "labels": labels or {}},
-                "status": {"allocatable": {"cpu": cpu, "pods": "110"}},
+                "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
             }
         )
     )
 
 
-def pod(*args: Any, **kwargs: Any) -> Any:
-    return POD_DECODER.decode(msgspec.json.encode(quota_pod(*args, **kwargs)))
+def pod(*args: Any, memory: str = "", **kwargs: Any) -> Any:
+    body = quota_pod(*args, **kwargs)
+    if memory:
+        body["spec"]["containers"][0]["resources"]["requests"]["memory"] = memory
+    return POD_DECODER.decode(msgspec.json.encode(body))
 
 
 def story(
@@ -76,24 +81,28 @@ def story(
     per_minute: float = 30,
     clock: Clock | None = None,
     extra_pods: list[Any] = (),  # type: ignore[assignment]
+    quotas: list[dict[str, Any]] | None = None,
+    pods: list[Any] | None = None,
+    nodes: list[Any] | None = None,
 ) -> QuotaController:
     ledger = QuotaLedger()
-    quotas = [
+    quotas = quotas or [
         elastic_quota("a", min={"cpu": 6}, max={"cpu": 10}),
         elastic_quota("b", min={"cpu": 12}, max={"cpu": 14}),
     ]
     ledger.quota_store.replace([QUOTA_DECODER.decode(msgspec.json.encode(q)) for q in quotas])
-    pods = [
-        pod("job-0", "a", 2, node="n1"),
-        pod("nb-0", "a", 2, node="n1", priority=1000000, never=True),
-        pod("job-1-b", "b", 3, node="n1"),
-        pod("job-1", "a", 2, node="n2", created="2026-11-22T10:01:00Z"),
-        pod("nb-1", "a", 2, node="n2", priority=1000000, never=True),
-        *extra_pods,
-    ]
+    if pods is None:
+        pods = [
+            pod("job-0", "a", 2, node="n1"),
+            pod("nb-0", "a", 2, node="n1", priority=1000000, never=True),
+            pod("job-1-b", "b", 3, node="n1"),
+            pod("job-1", "a", 2, node="n2", created="2026-11-22T10:01:00Z"),
+            pod("nb-1", "a", 2, node="n2", priority=1000000, never=True),
+        ]
+    pods = [*pods, *extra_pods]
     ledger.pod_store.replace(pods)
-    nodes = NodeStore()
-    nodes.replace([node("n1"), node("n2")])
+    store = NodeStore()
+    store.replace(nodes or [node("n1"), node("n2")])
     waiting = WaitingPods()
     waiting.replace(pods)
     client = httpx.AsyncClient(
@@ -102,7 +111,7 @@ def story(
     return QuotaController(
         kube=client,
         ledger=ledger,
-        nodes=nodes,
+        nodes=store,
         waiting=waiting,
         recorder=EventRecorder(client, instance="test", monotonic=clock or Clock()),
         metrics=AnnotatorMetrics(),
@@ -182,6 +191,70 @@ async def test_reclaim_evicts_one_borrower_job_pod_and_records_events() -> None:
     clock.now += 61
     await controller.reclaim()
     assert api.paths("/eviction") == [] and api.events()[-1][1] == "ReclaimImpossible"
+    assert controller.in_flight == {}
+
+
+async def test_reclaim_gives_a_lender_its_guarantee_back_while_nodes_have_room() -> None:
+    """The issue's second case: a borrowed 4 (a at 10) while b was idle; b's job-2 stays
+    within b's min but is refused, 13 + 6 > 18 of min, although n3 is empty."""
+    api = FakeAPI()
+    extra = pod("extra", "a", 2, node="n2", created="2026-11-22T10:02:00Z")
+    controller = story(
+        api,
+        extra_pods=[extra, pod("job-2", "b", 6, unschedulable=True)],
+        nodes=[node("n1"), node("n2"), node("n3")],
+    )
+    await controller.reclaim()
+    # a's newest job pod (on n2) is enough for the pool; the pod goes to n3, where it fits.
+    # It is nominated first, so its use counts before the room is freed.
+    writes = [(m, p) for m, p, _ in api.requests if m != "POST" or "/events" not in p]
+    assert writes == [
+        ("PATCH", "/api/v1/namespaces/b/pods/job-2/status"),
+        ("POST", "/api/v1/namespaces/a/pods/extra/eviction"),
+    ]
+    nominations = [b for _, p, b in api.requests if p.endswith("/pods/job-2/status")]
+    assert nominations[0]["status"] == {"nominatedNodeName": "n3"}
+    assert "a/extra on node n2" in api.events()[0][2] and "on node n3" in api.events()[0][2]
+
+
+async def test_reclaim_takes_from_a_borrower_in_any_resource() -> None:
+    """The issue's first case: x uses 1 CPU and 6 GiB against its min of 4 CPU and 4 GiB;
+    y, within its min, needs 2 GiB on a node full of memory."""
+    api = FakeAPI()
+    controller = story(
+        api,
+        quotas=[
+            elastic_quota("x", min={"cpu": 4, "memory": "4Gi"}),
+            elastic_quota("y", min={"cpu": 4, "memory": "8Gi"}),
+        ],
+        pods=[
+            pod(f"x{i}", "x", "300m", node="n1", memory="2Gi", created=f"2026-11-22T10:0{i}:00Z")
+            for i in range(3)
+        ]
+        + [pod("y0", "y", 1, node="n1", memory="2Gi")],
+        extra_pods=[pod("y1", "y", 1, memory="2Gi", unschedulable=True)],
+        nodes=[node("n1", cpu="8", memory="8Gi")],
+    )
+    await controller.reclaim()
+    assert api.paths("/eviction") == ["/api/v1/namespaces/x/pods/x2/eviction"]
+    # 4 GiB would leave x below its memory min: impossible, and said so
+    api.requests.clear()
+    controller.in_flight.clear()
+    controller.ledger.pod_store.apply("DELETED", pod("x2", "x", "300m", node="n1"))
+    bound = pod("y1", "y", 1, node="n1", memory="2Gi")
+    controller.ledger.pod_store.apply("MODIFIED", bound)
+    controller.waiting.apply("MODIFIED", bound)
+    controller.waiting.apply("ADDED", pod("y2", "y", 1, memory="4Gi", unschedulable=True))
+    await controller.reclaim()
+    assert api.paths("/eviction") == [] and api.events()[-1][1] == "ReclaimImpossible"
+
+
+async def test_a_nomination_is_withdrawn_when_nothing_was_evicted() -> None:
+    api = FakeAPI(eviction_status=429)
+    controller = story(api, extra_pods=[pod("job-2", "b", 5, unschedulable=True)])
+    await controller.reclaim()
+    nominations = [b["status"] for _, p, b in api.requests if p.endswith("/pods/job-2/status")]
+    assert nominations == [{"nominatedNodeName": "n2"}, {"nominatedNodeName": None}]
     assert controller.in_flight == {}
 
 

@@ -187,6 +187,94 @@ async def test_full_victims_are_accepted_too(make_client: ClientFactory) -> None
     assert answer == {"n2": {"Pods": [{"UID": "uid-a-job-1"}], "NumPDBViolations": 1}}
 
 
+async def test_a_lender_is_refused_by_the_sum_of_min_and_takes_it_back(
+    make_client: ClientFactory,
+) -> None:
+    """The issue's second case: b stays within its min, but a borrowed it (a at 10) while
+    n2 still has room. The pod is refused like every pod over the sum of min, in
+    FailedNodes; at preempt the borrower's pods make room and give the pool back."""
+    extra = quota_pod("extra", "a", 2, node="n2", created="2026-11-22T10:02:00Z")
+    cluster = story_cluster([*story_pods(), extra])
+    roomy = story_node("n2", 2)
+    roomy["status"]["allocatable"] = {**SEVEN_CPU, "cpu": "9"}
+    cluster.collections["/api/v1/nodes"] = FakeCollection([(5, [story_node("n1", 1), roomy])])
+    client = await ready_client(make_client, cluster=cluster)
+    pod = quota_pod("job-2", "b", 6, priority=100)  # b: 3 + 6 = 9 <= 12; all: 13 + 6 = 19
+    answer = (await client.post("/filter", content=encode(names_args(["n1", "n2"], pod)))).json()
+    assert answer["NodeNames"] == [] and set(answer["FailedNodes"]) == {"n1", "n2"}
+    assert "cpu of its min is lent to namespaces over theirs" in answer["FailedNodes"]["n1"]
+    body = preempt_body(pod, {"n2": ["uid-a-job-1", "uid-a-extra"]})
+    answer = (await client.post("/preempt", content=body)).json()["NodeNameToMetaVictims"]
+    # n2 lacks 3.5 CPU and the pool 1: both of a's job pods there (a back at its min of 6),
+    # never the notebook
+    assert answer == {
+        "n2": {"Pods": [{"UID": "uid-a-extra"}, {"UID": "uid-a-job-1"}], "NumPDBViolations": 0}
+    }
+
+
+async def test_preempt_counts_room_promised_to_admitted_pods(make_client: ClientFactory) -> None:
+    """The issue's third case: b's pods p1 (1 CPU) and p3 (2 CPU) were admitted at filter,
+    and kube-scheduler placed p1 on n2; the watch has not shown the binding. By bound pods
+    alone n2 has 3 CPU free and b's next pod (2.5 CPU) fits, so the node used to be dropped
+    ("no legal victims") although kube-scheduler found it short."""
+    client = await ready_client(make_client)
+    for name, cores in (("p1", 1), ("p3", 2)):
+        admitted = await client.post(
+            "/filter", content=encode(names_args(["n1", "n2"], quota_pod(name, "b", cores)))
+        )
+        assert admitted.json()["NodeNames"] == ["n1", "n2"]
+    pod = quota_pod("p2", "b", "2500m", priority=100)
+    # kube-scheduler's victim is the pod without a quota (-10): in its view 0.5 CPU is short
+    body = preempt_body(pod, {"n2": ["uid-other2-low"]})
+    answer = (await client.post("/preempt", content=body)).json()["NodeNameToMetaVictims"]
+    # a lender takes from borrowers only: a's newest job pod. Counting all promised room
+    # here (3 CPU) would need 2.5 and push a below its min; kube-scheduler's view caps it
+    assert answer == {"n2": {"Pods": [{"UID": "uid-a-job-1"}], "NumPDBViolations": 0}}
+    metrics = (await client.get("/metrics")).text
+    assert 'loadsched_extender_quota_preemptions_total{outcome="replaced"} 1.0' in metrics
+
+
+def with_memory(body: dict[str, Any], memory: str) -> dict[str, Any]:
+    body["spec"]["containers"][0]["resources"]["requests"]["memory"] = memory
+    return body
+
+
+async def test_a_borrower_in_any_resource_is_a_victim(make_client: ClientFactory) -> None:
+    """The issue's first case: x is over its memory min and under its CPU min; y, within
+    its min, needs memory on a node full of it."""
+    full = story_node("n1", 1)
+    full["status"]["allocatable"] = {"cpu": "8", "memory": "8Gi", "pods": "110"}
+    pods = [
+        with_memory(
+            quota_pod(f"x{i}", "x", "300m", node="n1", created=f"2026-11-22T10:0{i}:00Z"), "2Gi"
+        )
+        for i in range(3)
+    ]
+    pods.append(with_memory(quota_pod("y0", "y", 1, node="n1"), "2Gi"))
+    cluster = FakeCluster(
+        {
+            "/api/v1/nodes": FakeCollection([(5, [full])]),
+            "/api/v1/pods": FakeCollection([(5, pods)]),
+            "/apis/scheduling.x-k8s.io/v1alpha1/elasticquotas": FakeCollection(
+                [
+                    (
+                        5,
+                        [
+                            elastic_quota("x", min={"cpu": 4, "memory": "4Gi"}),
+                            elastic_quota("y", min={"cpu": 4, "memory": "8Gi"}),
+                        ],
+                    )
+                ]
+            ),
+        }
+    )
+    client = await ready_client(make_client, cluster=cluster)
+    pod = with_memory(quota_pod("y1", "y", 1, priority=10), "2Gi")
+    body = preempt_body(pod, {"n1": ["uid-y-y0"]})  # kube-scheduler's own, lower priority
+    answer = (await client.post("/preempt", content=body)).json()["NodeNameToMetaVictims"]
+    assert answer == {"n1": {"Pods": [{"UID": "uid-x-x2"}], "NumPDBViolations": 0}}
+
+
 async def test_malformed_pod_request_is_a_400_naming_the_field(make_client: ClientFactory) -> None:
     client = await ready_client(make_client)
     pod = quota_pod("bad", "a", "lots")

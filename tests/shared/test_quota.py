@@ -2,11 +2,17 @@ from fractions import Fraction
 
 import pytest
 
-from shared.quota import ElasticQuota, admit, reclaiming
+from shared.quota import ElasticQuota, QuotaState, Totals, admit, reclaiming
+
+GI = 2**30
 
 
 def cpu(n: float) -> dict[str, Fraction]:
     return {"cpu": Fraction(str(n))}
+
+
+def res(cores: float, gi: float) -> dict[str, Fraction]:
+    return {"cpu": Fraction(str(cores)), "memory": Fraction(str(gi)) * GI}
 
 
 # The user story: namespace A {min 6, max 10} CPU, B {min 12, max 14}.
@@ -25,6 +31,10 @@ QUOTAS = {
         ("a", 4, {"a": cpu(8)}, False, False),  # 12 > max 10
         ("a", 2, {"a": cpu(8)}, True, False),  # 10 == max: allowed
         ("b", 2, {"a": cpu(8), "b": cpu(12)}, False, False),  # 22 in use > 18 of min
+        # b stays within its min, but a borrowed what b now wants: 10 + 5 + 5 = 20 > 18.
+        # Refused like every pod (CapacityScheduling's PreFilter), and it takes it back.
+        ("b", 5, {"a": cpu(10), "b": cpu(5)}, False, True),
+        ("b", 3, {"a": cpu(10), "b": cpu(5)}, True, False),  # 18 == 18
         ("other", 100, {"a": cpu(10)}, True, False),  # no quota: unaffected
     ],
 )
@@ -42,6 +52,14 @@ def test_messages_name_namespace_resource_and_numbers() -> None:
     over_pool = admit("b", cpu(2), QUOTAS, {"a": cpu(8), "b": cpu(12)})
     assert "namespace b: cpu would be borrowed" in over_pool.message
     assert "in use 22 > sum of min 18" in over_pool.message
+
+
+def test_a_lender_refused_by_the_sum_of_min_is_told_it_reclaims() -> None:
+    decision = admit("b", cpu(5), QUOTAS, {"a": cpu(10), "b": cpu(5)})
+    assert decision.message == (
+        "elastic quota of namespace b: cpu of its min is lent to namespaces over theirs "
+        "(in use 20 > sum of min 18); reclaiming"
+    )
 
 
 def test_lower_priority_pods_of_the_namespace_make_preemption_legal() -> None:
@@ -73,6 +91,46 @@ def test_reclaiming_means_within_min() -> None:
     assert reclaiming("b", cpu(5), QUOTAS, {"b": cpu(3)})
     assert not reclaiming("a", cpu(2), QUOTAS, {"a": cpu(6)})
     assert not reclaiming("other", cpu(1), QUOTAS, {})
+
+
+MULTI = {
+    "x": ElasticQuota("x", min=res(4, 4)),
+    "y": ElasticQuota("y", min=res(4, 8)),
+    "c": ElasticQuota("c", min=cpu(2)),
+}
+
+
+@pytest.mark.parametrize(
+    ("namespace", "used", "borrower"),
+    [
+        ("x", res(1, 6), True),  # over in memory, under in CPU: a borrower
+        ("x", res(5, 1), True),
+        ("x", res(4, 4), False),  # exactly at min
+        ("c", res(2, 64), False),  # c's quota does not govern memory
+        ("c", res(3, 0), True),
+    ],
+)
+def test_a_borrower_is_over_its_min_in_any_resource(
+    namespace: str, used: dict[str, Fraction], borrower: bool
+) -> None:
+    state = QuotaState.of(MULTI, {namespace: used})
+    assert state.is_borrower(namespace) is borrower
+
+
+def test_a_lender_stays_within_its_min_in_every_resource() -> None:
+    # x is over its memory min: a CPU-only pod of x does not reclaim (CapacityScheduling's
+    # usedOverMinWith looks at every resource), though it stays within x's CPU min
+    assert not reclaiming("x", res(1, 0), MULTI, {"x": res(1, 6)})
+    assert reclaiming("x", res(1, 0), MULTI, {"x": res(1, 4)})
+    assert reclaiming("y", res(1, 2), MULTI, {"y": res(1, 2)})
+
+
+def test_the_pool_of_a_resource_counts_only_the_quotas_that_govern_it() -> None:
+    totals = Totals.of(MULTI, {"x": res(1, 6), "c": res(1, 64)})
+    assert totals.used == res(2, 6) and totals.min == res(10, 12)
+    state = QuotaState(MULTI, {"x": res(1, 6), "c": res(1, 64)}, totals)
+    assert state.pool_excess("y", res(1, 7)) == {"memory": 1 * GI}
+    assert state.without("x", res(1, 2)).totals.used == res(1, 4)
 
 
 @pytest.mark.parametrize(

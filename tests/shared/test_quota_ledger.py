@@ -3,7 +3,7 @@ from fractions import Fraction
 import msgspec
 
 from shared.pods import POD_DECODER, Pod
-from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
+from shared.quota_ledger import ASSUMED, QUOTA_DECODER, QuotaLedger
 from tests.quota_objects import elastic_quota, quota_pod
 
 
@@ -137,3 +137,33 @@ def test_pool_follows_quota_changes() -> None:
     assert ledger.pool_used == cpu(10) and ledger.pool_min == cpu(19)
     ledger.quota_store.apply("DELETED", quota("other"))
     assert ledger.pool_used == cpu(6)
+
+
+def test_the_pool_sums_each_resource_over_the_quotas_that_govern_it() -> None:
+    ledger = story_ledger()
+    body = quota_pod("m0", "mem", 2, node="n1")
+    body["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1Gi"
+    ledger.quota_store.apply("ADDED", quota("mem", min={"memory": "4Gi"}))
+    ledger.pod_store.apply("ADDED", POD_DECODER.decode(msgspec.json.encode(body)))
+    # mem's quota says nothing of CPU: its pod's CPU stays out of the pool
+    assert ledger.pool_used == {"cpu": 6, "memory": 2**30}
+    assert ledger.pool_min == {"cpu": 18, "memory": 4 * 2**30}
+    ledger.quota_store.apply("DELETED", quota("mem"))
+    assert ledger.pool_used == {"cpu": 6}
+
+
+def test_only_bound_pods_hold_room_on_a_node() -> None:
+    ledger = story_ledger()
+    ledger.pod_store.apply("ADDED", pod("nom", "b", 3, nominated="n2"))
+    ledger.assume(pod("new", "b", 1), cpu(1))
+    assert ledger.pods["uid-a-job-1"].bound
+    assert not ledger.pods["uid-b-nom"].bound and ledger.pods["uid-b-nom"].node == "n2"
+    assert not ledger.pods["uid-b-new"].bound and ledger.pods["uid-b-new"].node == ASSUMED
+
+
+def test_state_without_the_pod_a_decision_is_about() -> None:
+    ledger = story_ledger()
+    ledger.pod_store.apply("ADDED", pod("nom", "b", 3, nominated="n2"))
+    state = ledger.state(without="uid-b-nom")
+    assert state.use_of("b") == {"cpu": 0} and state.totals.used == cpu(6)
+    assert ledger.state().use_of("b") == cpu(3) and ledger.state().totals.used == cpu(9)
