@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit e2e setup lint bench serve clean
+.PHONY: demo test unit e2e setup lint bench serve image clean
 
 ## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
 demo: setup
@@ -45,6 +45,10 @@ bench: setup
 	$(BIN)/python bench/scheduling.py
 	$(BIN)/python bench/quota.py
 	$(BIN)/python bench/dispatch.py
+
+## image: the container image with podman (the Debian base it needs built once; see README)
+image:
+	PYTHON=$(BIN)/python scripts/build-image.sh
 
 ## serve: the extender on 127.0.0.1:8888 with crane's default policy
 serve: $(STAMP)
