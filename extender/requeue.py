@@ -17,7 +17,8 @@ that now passes, else any node): kube-scheduler handles a Node annotation change
 cluster event ``UpdateNodeAnnotation``, which requeues every pod tagged ``Extender``. So one
 write covers every transition found until it is made, writes are at least ``min_interval``
 apart, and a write consumes every refusal remembered (a pod refused again on its retry is
-remembered again). Nothing is written while nothing was refused.
+remembered again). Nothing is written while no refused pod still waits: a pod that a later
+filter call placed (kube-scheduler's own retry won the race) is forgotten at once.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class _RefusedPod:
     pod: PodInfo
     request: ResourceList
     until: float
+    requeued: bool = False
+    """Its quota admits it now; it waits for the write."""
 
 
 @dataclass
@@ -81,22 +84,29 @@ class RequeueTracker:
     """Refused node → (remembered until, the cause its passing would be)."""
     pods: dict[str, _RefusedPod] = field(default_factory=dict)
     """Pods refused by their elastic quota, by UID."""
+    waiting: dict[str, float] = field(default_factory=dict)
+    """Pods left with no node by the load filter, by UID → remembered until. The nodes
+    matter only while one of them still waits."""
     _last: Mapping[str, str] | None = None
     _last_until: float = 0.0
 
     def __bool__(self) -> bool:
-        return bool(self.nodes or self.pods)
+        return bool(self.waiting or self.pods)
 
     def refused_nodes(
         self,
+        uid: str,
         rejected: Mapping[str, str],
         reasons: Callable[[str], tuple[str, str] | None],
         now: float,
     ) -> None:
-        """A pod was left with no node: remember the nodes refused. kube-scheduler asks again
-        and again with the same nodes while nothing changes, and the extender then hands out
-        the same answer object: it is remembered once, and only its time refreshed."""
+        """Pod ``uid`` was left with no node: remember it and the nodes refused.
+        kube-scheduler asks again and again with the same nodes while nothing changes, and the
+        extender then hands out the same answer object: its nodes are remembered once, and
+        only their time refreshed."""
         until = now + self.remember_seconds
+        self.waiting[uid] = until
+        self.pods.pop(uid, None)  # its quota admitted it this time
         if rejected is self._last:
             self._last_until = until
             return
@@ -106,12 +116,22 @@ class RequeueTracker:
         for name in rejected:
             nodes[name] = (until, cause_of(reasons(name)))
 
+    def placed(self, uid: str) -> None:
+        """Pod ``uid`` got a node after all (a retry was admitted): it waits no more."""
+        if self.waiting.pop(uid, None) is not None and not self.waiting:
+            self._forget_nodes()
+        self.pods.pop(uid, None)
+
+    def _forget_nodes(self) -> None:
+        self.nodes.clear()
+        self._last = None
+
     def clear(self) -> None:
         """Forget everything: a requeue write makes kube-scheduler retry every pod it holds
         as refused by the extender; a pod refused again is remembered again."""
-        self.nodes.clear()
+        self.waiting.clear()
         self.pods.clear()
-        self._last = None
+        self._forget_nodes()
 
     def refused_pod(self, pod: PodInfo, request: ResourceList, now: float) -> None:
         self.pods[pod.metadata.uid] = _RefusedPod(pod, request, now + self.remember_seconds)
@@ -136,10 +156,15 @@ class RequeueTracker:
         now: float,
     ) -> list[tuple[Cause, str | None]]:
         """Forget what expired; return (cause, node) for each refusal that no longer holds
-        (node ``None`` for a pod a quota now admits) and forget those too. ``admits`` answers
-        ``None`` for a pod that needs nothing any more (bound meanwhile)."""
+        (node ``None`` for a pod a quota now admits), each once. ``admits`` answers ``None``
+        for a pod that needs nothing any more (bound meanwhile)."""
         self._flush_last()
         found: list[tuple[Cause, str | None]] = []
+        for uid, until in list(self.waiting.items()):
+            if until <= now:
+                del self.waiting[uid]
+        if not self.waiting:
+            self._forget_nodes()
         for name, (until, cause) in list(self.nodes.items()):
             if until <= now:
                 del self.nodes[name]
@@ -150,11 +175,13 @@ class RequeueTracker:
             if refused.until <= now:
                 del self.pods[uid]
                 continue
+            if refused.requeued:
+                continue
             admitted = admits(refused.pod, refused.request)
             if admitted is None:
                 del self.pods[uid]
             elif admitted:
-                del self.pods[uid]
+                refused.requeued = True
                 found.append(("quota", None))
         return found
 
@@ -207,6 +234,8 @@ class Requeuer:
             for cause, _ in found:
                 self._metrics.requeue_transitions.labels(cause).inc()
             self._pending += found
+        if self._pending and not self.tracker:
+            self._pending = []  # every pod they were for has been placed (or forgotten) since
         if not self._pending or now - self._last_write < self._min_interval:
             return None
         named = (n for _, n in self._pending if n is not None and n in view.verdicts)
@@ -221,7 +250,6 @@ class Requeuer:
     async def write(self, client: httpx.AsyncClient, cause: Cause, node: str) -> None:
         """Write the requeue annotation; on failure the transitions stay pending."""
         value = f"{cause},{format_timestamp(self._clock())}"
-        self.tracker.clear()
         try:
             await send(
                 client,
@@ -236,6 +264,7 @@ class Requeuer:
             logger.warning("node/%s: requeue annotation not written (%s): %s", node, cause, e)
             return
         self._pending = []
+        self.tracker.clear()
         self._metrics.requeue_writes.labels("written").inc()
         logger.info("node/%s: requeue annotation written: pods refused earlier (%s)", node, cause)
 

@@ -158,10 +158,14 @@ class LoadAwareExtender:
         tally.report(self._metrics)
         if quota is not None and request is not None and passes:
             quota.assume(pod, request)
-        if not passes and tally.rejected and self._requeue is not None:
-            # The pod is left with no node: kube-scheduler retries it only on a cluster event.
-            reasons = self._view(now).reasons.get
-            self._requeue.refused_nodes(tally.rejected, reasons, now.timestamp())
+        requeue = self._requeue
+        if requeue is not None:
+            if passes:
+                requeue.placed(pod.metadata.uid)
+            elif tally.rejected:
+                # Left with no node: kube-scheduler retries it only on a cluster event.
+                reasons = self._view(now).reasons.get
+                requeue.refused_nodes(pod.metadata.uid, tally.rejected, reasons, now.timestamp())
         if tally.rejected:
             logger.debug(
                 "pod/%s: %d node(s) rejected: %s",

@@ -303,15 +303,43 @@ async def test_a_refused_pod_bound_meanwhile_needs_no_requeue() -> None:
     assert not rig.tracker
 
 
-def test_the_tracker_forgets_what_it_reports() -> None:
+def test_the_tracker_reports_each_refusal_once_and_forgets_placed_pods() -> None:
     tracker = RequeueTracker()
-    tracker.refused_nodes({"n1": "x", "n2": "y"}, lambda _: ("cpu_usage_avg_5m", "overloaded"), 0)
+    overloaded = lambda _: ("cpu_usage_avg_5m", "overloaded")  # noqa: E731
+    tracker.refused_nodes("uid-a", {"n1": "x", "n2": "y"}, overloaded, 0)
     pod = msgspec.json.decode(payloads.encode(quota_pod("p", "ns", 1)), type=PodInfo)
     tracker.refused_pod(pod, {}, 0)
     found = tracker.transitions(passes=lambda n: n == "n1", admits=lambda *_: True, now=1)
     assert sorted(found, key=str) == [("load", "n1"), ("quota", None)]
-    assert list(tracker.nodes) == ["n2"] and not tracker.pods
-    assert tracker.transitions(passes=lambda n: True, admits=lambda *_: True, now=1) == [
-        ("load", "n2")
-    ]
+    assert list(tracker.nodes) == ["n2"]
+    assert tracker.transitions(passes=lambda n: n == "n1", admits=lambda *_: True, now=1) == []
+    tracker.placed("uid-a")
+    assert not tracker.nodes, "no pod waits on the load filter: its nodes do not matter"
+    tracker.placed(pod.metadata.uid)
     assert not tracker
+
+
+async def test_no_write_when_the_schedulers_own_retry_won_the_race() -> None:
+    """The change reached kube-scheduler and the extender alike: the retry was placed."""
+    rig = Rig([node(n, 0.95) for n in NAMES])
+    assert rig.filter(NAMES) == []
+    rig.cache.apply("MODIFIED", node("n2", 0.20))
+    assert rig.filter(NAMES) == ["n2"]  # the same pod, retried on the Node event
+    await rig.step()
+    assert rig.patches == []
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 0
+
+
+async def test_a_transition_found_before_the_pod_was_placed_is_not_written() -> None:
+    rig = Rig([node(n, 0.95) for n in NAMES])
+    assert rig.filter(NAMES) == []
+    rig.cache.apply("MODIFIED", node("n1", 0.20))
+    await rig.step()  # written
+    assert rig.filter(NAMES) == ["n1"] and rig.filter(["n2", "n3"], payloads.pod("other")) == []
+    rig.cache.apply("MODIFIED", node("n2", 0.20))
+    rig.clock.advance(0.3)
+    await rig.step()  # found, held back by the minimum interval
+    assert rig.filter(["n2", "n3"], payloads.pod("other")) == ["n2"]  # placed meanwhile
+    rig.clock.advance(1)
+    await rig.step()
+    assert len(rig.patches) == 1
