@@ -173,4 +173,4 @@ fi
 podman image prune --force --filter label=org.opencontainers.image.title=loadsched \
   --filter until=1h >/dev/null 2>&1 || true
 size=$(podman image inspect --format '{{.Size}}' "$TAG")
-echo "built $TAG ($((size / 1000000)) MB) in $((SECONDS - started))s"
+echo "built $TAG ($(( (size + 500000) / 1000000 )) MB) in $((SECONDS - started))s"
