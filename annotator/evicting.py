@@ -1,13 +1,17 @@
 """Evict a pod through the Eviction API (``policy/v1``), so PodDisruptionBudgets decide.
 
 The result says what happened; nothing is retried here: the reclaim controller's next pass is
-the retry, so a PodDisruptionBudget that blocks now is simply asked again later.
+the retry, so a PodDisruptionBudget that blocks now is simply asked again later. How many
+evictions a minute the controller may ask for is a :class:`TokenBucket`.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -65,3 +69,24 @@ async def evict(
     except APIUnreachableError as e:
         return Eviction.FAILED, str(e)
     return Eviction.EVICTED, ""
+
+
+@dataclass
+class TokenBucket:
+    """``per_minute`` tokens a minute, at most ``per_minute`` saved up."""
+
+    per_minute: float
+    monotonic: Callable[[], float] = time.monotonic
+    _tokens: float = field(default=-1.0)
+    _at: float = 0.0
+
+    def take(self, n: int) -> bool:
+        now = self.monotonic()
+        if self._tokens < 0:
+            self._tokens, self._at = self.per_minute, now
+        self._tokens = min(self.per_minute, self._tokens + (now - self._at) * self.per_minute / 60)
+        self._at = now
+        if self._tokens < n:
+            return False
+        self._tokens -= n
+        return True

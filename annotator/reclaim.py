@@ -13,12 +13,17 @@ namespace below its ``min`` in a resource the pod needs), on that node for the r
 and on any node for what the sum of ``min`` needs back — and evicts them through the Eviction
 API, so PodDisruptionBudgets are respected.
 
-One plan is carried out per pass. The waiting pod is then nominated to the node
-(``status.nominatedNodeName``, as kube-scheduler's own preemption does), so the scheduler keeps
-the freed room for it instead of handing it to a pod of equal or lower priority; the
-nomination is re-asserted while the pod waits, and the pod is not planned again for
-``in_flight_seconds``. Evictions are rate-limited (a token bucket), every step is recorded as an
-Event on the waiting pod and on each victim, and ``dry_run`` records what would happen.
+One plan is carried out per pass, and the next waits until the pod watch no longer shows its
+victims (at most ``eviction_wait_seconds``; a victim may take its grace period to go): it sees
+the last one's effect. The waiting pod is nominated to the node before its victims are
+evicted (``status.nominatedNodeName``, as kube-scheduler's own preemption does), so the
+scheduler keeps the freed room for it instead of handing it to a pod of equal or lower
+priority, and its quota use counts at once; the nomination is re-asserted (kube-scheduler
+clears it whenever an attempt fails) and the pod is not planned again for
+``in_flight_seconds`` (kube-scheduler's longest backoff: time to retry it). Planned again, a
+pod that fits by then needs nothing; one whose room another pod took gets new victims.
+Evictions are rate-limited (a token bucket), every step is recorded as an Event on the
+waiting pod and on each victim, and ``dry_run`` records what would happen.
 """
 
 from __future__ import annotations
@@ -28,12 +33,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from annotator.evicting import Eviction, evict
+from annotator.evicting import Eviction, TokenBucket, evict
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NodeStore
 from annotator.recording import EventRecorder, ObjectRef
@@ -75,27 +79,6 @@ class WaitingPods:
         self._on_change()
 
 
-@dataclass
-class TokenBucket:
-    """``per_minute`` tokens a minute, at most ``per_minute`` saved up."""
-
-    per_minute: float
-    monotonic: Callable[[], float] = time.monotonic
-    _tokens: float = field(default=-1.0)
-    _at: float = 0.0
-
-    def take(self, n: int) -> bool:
-        now = self.monotonic()
-        if self._tokens < 0:
-            self._tokens, self._at = self.per_minute, now
-        self._tokens = min(self.per_minute, self._tokens + (now - self._at) * self.per_minute / 60)
-        self._at = now
-        if self._tokens < n:
-            return False
-        self._tokens -= n
-        return True
-
-
 def describe(resources: ResourceList) -> str:
     return ", ".join(f"{format_quantity(k, v)} {k}" for k, v in sorted(resources.items())) or "-"
 
@@ -113,7 +96,8 @@ class QuotaController:
         dry_run: bool = False,
         evictions_per_minute: float = 30.0,
         grace_seconds: int | None = None,
-        in_flight_seconds: float = 60.0,
+        in_flight_seconds: float = 10.0,
+        eviction_wait_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
@@ -126,9 +110,12 @@ class QuotaController:
         self._bucket = TokenBucket(evictions_per_minute, monotonic)
         self._grace = grace_seconds
         self._in_flight_seconds = in_flight_seconds
+        self._eviction_wait_seconds = eviction_wait_seconds
         self._monotonic = monotonic
         self.in_flight: dict[str, tuple[str, float]] = {}
         """Waiting pod UID → (the node room was made on, until when to wait for it)."""
+        self.evicting: dict[str, float] = {}
+        """Victims evicted that the pod watch still shows → until when to wait for that."""
         self.wake = asyncio.Event()
 
     async def run(self, period: float = 5.0) -> None:
@@ -226,6 +213,15 @@ class QuotaController:
         except LoadschedError as e:
             logger.warning("pod/%s: not nominated to node/%s: %s", pod.key, node, e)
 
+    def _evictions_pending(self) -> bool:
+        """True while the last plan's victims are still counted: a plan made now would see
+        neither them gone nor its waiting pod nominated, and take more than needed."""
+        now = self._monotonic()
+        for uid, deadline in list(self.evicting.items()):
+            if uid not in self.ledger.pods or now >= deadline:
+                del self.evicting[uid]
+        return bool(self.evicting)
+
     async def reclaim(self) -> None:
         await self._settle_in_flight()
         ledger = self.ledger
@@ -234,6 +230,8 @@ class QuotaController:
             key=lambda p: (-p.priority, p.metadata.creationTimestamp or ""),
         )
         self._metrics.quota_waiting_pods.set(len(queue))
+        if self._evictions_pending():
+            return
         for pod in queue:
             namespace, uid = pod.metadata.namespace, pod.metadata.uid
             if namespace not in ledger.quotas or uid in self.in_flight:
@@ -308,6 +306,7 @@ class QuotaController:
             )
             self._metrics.reclaim_evictions.labels(result.value).inc()
             if result is Eviction.EVICTED:
+                self.evicting[victim.uid] = self._monotonic() + self._eviction_wait_seconds
                 logger.info("pod/%s: evicted %s on node/%s", pod.key, victim.key, victim.node)
                 await self._recorder.record(ref, "Reclaimed", message, kind="Warning")
                 evicted.add(victim.uid)

@@ -7,9 +7,10 @@ import httpx
 import msgspec
 import pytest
 
+from annotator.evicting import TokenBucket
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NODE_DECODER, NodeStore
-from annotator.reclaim import QuotaController, TokenBucket, WaitingPods
+from annotator.reclaim import QuotaController, WaitingPods
 from annotator.recording import EventRecorder
 from shared.pods import POD_DECODER
 from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
@@ -247,6 +248,26 @@ async def test_reclaim_takes_from_a_borrower_in_any_resource() -> None:
     controller.waiting.apply("ADDED", pod("y2", "y", 1, memory="4Gi", unschedulable=True))
     await controller.reclaim()
     assert api.paths("/eviction") == [] and api.events()[-1][1] == "ReclaimImpossible"
+
+
+async def test_the_next_plan_waits_until_the_victims_are_gone() -> None:
+    api = FakeAPI()
+    waiting = [pod("job-2", "b", 5, unschedulable=True), pod("job-3", "b", 1, unschedulable=True)]
+    controller = story(api, extra_pods=waiting)
+    await controller.reclaim()
+    assert api.paths("/eviction") == ["/api/v1/namespaces/a/pods/job-1/eviction"]
+    # the watch still shows job-1: planning for job-3 now would count it
+    api.requests.clear()
+    await controller.reclaim()
+    assert api.paths("/eviction") == [] and api.events() == []
+    # it is gone and job-2 nominated: a is at its min, nothing more can be taken for job-3
+    controller.ledger.pod_store.apply("DELETED", pod("job-1", "a", 2, node="n2"))
+    nominated = pod("job-2", "b", 5, nominated="n2", unschedulable=True)
+    controller.ledger.pod_store.apply("MODIFIED", nominated)
+    controller.waiting.apply("MODIFIED", nominated)
+    await controller.reclaim()
+    assert api.paths("/eviction") == []
+    assert api.events() and api.events()[-1][:2] == ("job-3", "ReclaimImpossible")
 
 
 async def test_a_nomination_is_withdrawn_when_nothing_was_evicted() -> None:
