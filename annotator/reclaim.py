@@ -18,10 +18,10 @@ victims (at most ``eviction_wait_seconds``; a victim may take its grace period t
 the last one's effect. The waiting pod is nominated to the node before its victims are
 evicted (``status.nominatedNodeName``, as kube-scheduler's own preemption does), so the
 scheduler keeps the freed room for it instead of handing it to a pod of equal or lower
-priority, and its quota use counts at once; the nomination is re-asserted (kube-scheduler
-clears it whenever an attempt fails) and the pod is not planned again for
-``in_flight_seconds`` (kube-scheduler's longest backoff: time to retry it). Planned again, a
-pod that fits by then needs nothing; one whose room another pod took gets new victims.
+priority, and its quota use counts at once; the nomination is re-asserted for
+``in_flight_seconds`` (kube-scheduler clears it whenever an attempt fails). A pod still
+waiting is planned again on every pass: once its room is there it needs nothing (it is not
+counted against itself), and if another pod took that room it gets new victims.
 Evictions are rate-limited (a token bucket), every step is recorded as an Event on the
 waiting pod and on each victim, and ``dry_run`` records what would happen.
 """
@@ -96,7 +96,7 @@ class QuotaController:
         dry_run: bool = False,
         evictions_per_minute: float = 30.0,
         grace_seconds: int | None = None,
-        in_flight_seconds: float = 10.0,
+        in_flight_seconds: float = 60.0,
         eviction_wait_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -113,7 +113,8 @@ class QuotaController:
         self._eviction_wait_seconds = eviction_wait_seconds
         self._monotonic = monotonic
         self.in_flight: dict[str, tuple[str, float]] = {}
-        """Waiting pod UID → (the node room was made on, until when to wait for it)."""
+        """Waiting pod UID → (the node room was made on, until when its nomination there is
+        re-asserted)."""
         self.evicting: dict[str, float] = {}
         """Victims evicted that the pod watch still shows → until when to wait for that."""
         self.wake = asyncio.Event()
@@ -234,7 +235,7 @@ class QuotaController:
             return
         for pod in queue:
             namespace, uid = pod.metadata.namespace, pod.metadata.uid
-            if namespace not in ledger.quotas or uid in self.in_flight:
+            if namespace not in ledger.quotas:
                 continue
             try:
                 request = pod.request()

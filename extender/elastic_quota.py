@@ -108,7 +108,7 @@ class QuotaGate:
             same = set(uids) == set(default)
             self._metrics.quota_preemptions.labels("kept" if same else "replaced").inc()
             answer[node] = MetaVictims(
-                Pods=[MetaPod(UID=uid) for uid in uids],
+                Pods=[MetaPod(UID=victim) for victim in uids],
                 # PodDisruptionBudgets are not watched here: a replaced set reports at most
                 # the scheduler's own count for the node.
                 NumPDBViolations=violations if same else min(violations, len(uids)),
