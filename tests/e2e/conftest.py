@@ -19,6 +19,20 @@ RULES = LoadRules.from_policy(default_policy())
 METRICS = [key for key in RULES.keys if key != "node_hot_value"]
 
 
+LOADS = {
+    "node-1": 0.92,
+    "node-2": 0.81,
+    "node-3": 0.30,
+    "node-4": 0.70,
+    "node-5": 0.12,
+    "node-6": 0.55,
+    "node-7": 0.66,
+    "node-8": 0.45,
+}
+"""A spread of CPU and memory use over NODES, two of them just above the 0.65 limits."""
+OVERLOADED = {name for name, usage in LOADS.items() if usage > 0.65}
+
+
 def load_annotations(usage: float, when: datetime | None = None) -> dict[str, str | None]:
     """Every metric of the default policy at ``usage``, and no hot value."""
     when = when or datetime.now(UTC)

@@ -21,7 +21,7 @@ import pytest
 from sandbox.cluster import ExtenderSpec, Sandbox, free_port, pod_body
 from sandbox.image import Container, Image, build_image, container_kubeconfig, podman
 from sandbox.metrics_stack import MetricsStack
-from tests.e2e.conftest import NODES, RULES
+from tests.e2e.conftest import LOADS, NODES, OVERLOADED, RULES
 
 pytestmark = pytest.mark.e2e
 
@@ -40,17 +40,6 @@ LOCKED_DOWN = [
     "host",
 ]
 KUBECONFIG = "/etc/loadsched/kubeconfig"
-LOADS = {
-    "node-1": 0.92,
-    "node-2": 0.81,
-    "node-3": 0.30,
-    "node-4": 0.70,
-    "node-5": 0.12,
-    "node-6": 0.55,
-    "node-7": 0.66,
-    "node-8": 0.45,
-}
-OVERLOADED = {name for name, usage in LOADS.items() if usage > 0.65}
 # Every process in the container's PID namespace: its user and group ids, effective capabilities.
 PROCESSES = """
 import json, pathlib

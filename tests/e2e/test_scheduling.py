@@ -9,21 +9,10 @@ from collections.abc import Callable
 import pytest
 
 from sandbox.cluster import Sandbox, pod_body
-from tests.e2e.conftest import NODES
+from tests.e2e.conftest import LOADS, NODES, OVERLOADED
 
 pytestmark = pytest.mark.e2e
 
-LOADS = {
-    "node-1": 0.92,
-    "node-2": 0.81,
-    "node-3": 0.30,
-    "node-4": 0.70,
-    "node-5": 0.12,
-    "node-6": 0.55,
-    "node-7": 0.66,
-    "node-8": 0.45,
-}
-OVERLOADED = {name for name, usage in LOADS.items() if usage > 0.65}
 _names = itertools.count()
 
 

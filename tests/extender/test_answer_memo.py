@@ -31,6 +31,9 @@ class Clock:
     def __call__(self) -> datetime:
         return self.now
 
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
 
 def extender(rules: LoadRules, nodes: list[Node]) -> tuple[LoadAwareExtender, NodeLoadCache, Clock]:
     cache = NodeLoadCache(rules)

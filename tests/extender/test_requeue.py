@@ -23,6 +23,7 @@ from shared.policy import default_policy, parse_policy
 from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
 from tests import payloads
 from tests.extender.conftest import NOW
+from tests.extender.test_answer_memo import Clock
 from tests.quota_objects import elastic_quota, quota_pod
 
 pytestmark = pytest.mark.anyio
@@ -37,17 +38,6 @@ def node(name: str, usage: float | None, at: datetime = NOW) -> Node:
             k: encode_metric(usage, at) for k in ("cpu_usage_avg_5m", "mem_usage_avg_5m")
         }
     return Node(metadata=NodeMeta(name=name, annotations=annotations))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 class Rig:
