@@ -220,6 +220,8 @@ class Requeuer:
 
     def due(self) -> tuple[Cause, str] | None:
         """One pass: collect transitions; the write to make now, if one is due and allowed."""
+        if not self.tracker and not self._pending:
+            return None  # nothing refused is waiting: nothing to look at
         moment = self._clock()
         now = moment.timestamp()
         view = self._cache.view(moment)
