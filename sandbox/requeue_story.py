@@ -17,7 +17,6 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -361,7 +360,3 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, -(-len(ordered) * q // 100))
     return ordered[int(rank) - 1]
-
-
-def workdir_of(box: Sandbox) -> Path:
-    return box.workdir
