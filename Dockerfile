@@ -34,13 +34,14 @@ COPY README.md ./
 COPY shared ./shared
 COPY extender ./extender
 COPY annotator ./annotator
+COPY poller ./poller
 # The project without its dependencies (installed above, and checked here); then no installer
 # is left. Bytecode for the modules the entry points import at start-up only: every start is
 # about 0.8 s of CPU shorter, for about 15 MB (all of it would be about 80 MB).
 RUN /opt/loadsched/bin/pip install --quiet --no-compile --no-deps . \
  && /opt/loadsched/bin/pip check \
  && /opt/loadsched/bin/pip uninstall --quiet --yes setuptools pip \
- && /opt/loadsched/bin/python -I -c "import extender.cli, extender.main, extender.poll_cli, annotator.cli, annotator.main"
+ && /opt/loadsched/bin/python -I -c "import extender.cli, extender.app, poller.cli, annotator.cli, annotator.main"
 
 FROM ${PYTHON}
 LABEL org.opencontainers.image.title="loadsched" \

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes import client as k8s  # noqa: E402
 
 from bench.extender import percentile, quick_option  # noqa: E402
-from extender.job_building import TEMPLATE_LABEL  # noqa: E402
+from extender.dispatch.building import TEMPLATE_LABEL  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
 
 NAMESPACE = "bench"

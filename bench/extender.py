@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
 from bench.naive_models import ExtenderArgs as NaiveArgs  # noqa: E402
-from extender.wire import ARGS_DECODER, NODE_DECODER  # noqa: E402
+from extender.scheduling.wire import ARGS_DECODER, NODE_DECODER  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402
 from shared.policy import default_policy  # noqa: E402
 from tests import payloads  # noqa: E402

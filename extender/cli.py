@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from extender.main import create_app, resolve_endpoint
+from extender.app import create_app, resolve_endpoint
 from extender.settings import load_settings
 from shared.errors import ConfigError
 from shared.logs import configure_logging

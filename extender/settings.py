@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from extender.authorizing import AuthMode
+from extender.dispatch.authorizing import AuthMode
 from shared.logs import LogFormat
 from shared.settings import ENV_PREFIX, build_settings
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from extender.dispatching import Dispatcher
-from extender.metrics import ExtenderMetrics
-from extender.node_loads import NodeLoadCache
-from extender.scheduling import LoadAwareExtender
+from extender.dispatch.dispatcher import Dispatcher
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.verbs import LoadAwareExtender
+from extender.scheduling.wire import Node
 from extender.settings import ExtenderSettings
-from extender.wire import Node
 from shared.kube.watching import Reflector
 from shared.policy import DynamicSchedulerPolicy
 

@@ -352,7 +352,7 @@ def run_poller(sandbox: Sandbox, url: str, database_url: str, token_file: Path) 
         [
             sys.executable,
             "-m",
-            "extender.poll_cli",
+            "poller.cli",
             "--once",
             "--database-url",
             database_url,

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from extender.main import create_app
+from extender.app import create_app
 from extender.settings import ExtenderSettings
 from shared.kube.config import KubeEndpoint
 from shared.load_model import LoadRules

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.main import create_app
-from extender.node_loads import NodeLoadCache, decode_node
+from extender.app import create_app
+from extender.scheduling.node_view import NodeLoadCache, decode_node
 from extender.settings import ExtenderSettings
 from shared.annotations import format_timestamp
 from shared.kube.config import KubeEndpoint

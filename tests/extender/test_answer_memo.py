@@ -4,10 +4,10 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from extender.metrics import ExtenderMetrics
-from extender.node_loads import NodeLoadCache
-from extender.scheduling import AnswerMemo, LoadAwareExtender
-from extender.wire import ARGS_DECODER, ENCODER, Node, NodeMeta
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.verbs import AnswerMemo, LoadAwareExtender
+from extender.scheduling.wire import ARGS_DECODER, ENCODER, Node, NodeMeta
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
 from tests import payloads

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from extender.main import create_app
+from extender.app import create_app
 from extender.settings import ExtenderSettings
 from tests import payloads
 from tests.extender.conftest import ClientFactory

@@ -4,7 +4,7 @@ import anyio
 import httpx
 import pytest
 
-from extender.main import create_app
+from extender.app import create_app
 from extender.settings import ExtenderSettings
 from shared.errors import ConfigError
 from tests.extender.conftest import ClientFactory

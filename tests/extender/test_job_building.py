@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from extender.job_building import (
+from extender.dispatch.building import (
     InvalidDispatch,
     build_cronjob,
     build_job,
@@ -10,7 +10,7 @@ from extender.job_building import (
     cronjob_name,
     job_name,
 )
-from extender.templates import JobTemplate, load_templates, parse_templates
+from extender.dispatch.templates import JobTemplate, load_templates, parse_templates
 from shared.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "job-templates.yaml"

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import yaml
 
-from extender.main import create_app
+from extender.app import create_app
 from extender.settings import ExtenderSettings
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint

@@ -1,7 +1,7 @@
 from datetime import timedelta
 
-from extender.node_loads import NodeLoadCache, RequestMemo
-from extender.wire import Node, NodeMeta
+from extender.scheduling.node_view import NodeLoadCache, RequestMemo
+from extender.scheduling.wire import Node, NodeMeta
 from shared.annotations import encode_metric
 from shared.load_model import LoadRules
 from tests.extender.conftest import NOW

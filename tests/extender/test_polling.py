@@ -5,8 +5,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from extender.poll_cli import main as poll_main
-from extender.polling import DatabaseError, poll_once, read_only_engine, read_rows
+from poller.cli import main as poll_main
+from poller.polling import DatabaseError, poll_once, read_only_engine, read_rows
 from shared.errors import ConfigError
 
 pytestmark = pytest.mark.anyio

@@ -10,12 +10,17 @@ import httpx
 import msgspec
 import pytest
 
-from extender.elastic_quota import QuotaGate
-from extender.metrics import ExtenderMetrics
-from extender.node_loads import NodeLoadCache
-from extender.requeue import REMEMBER_SECONDS, REQUEUE_ANNOTATION, Requeuer, RequeueTracker
-from extender.scheduling import LoadAwareExtender
-from extender.wire import ARGS_DECODER, Node, NodeMeta, PodInfo
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.quota_gate import QuotaGate
+from extender.scheduling.requeue import (
+    REMEMBER_SECONDS,
+    REQUEUE_ANNOTATION,
+    Requeuer,
+    RequeueTracker,
+)
+from extender.scheduling.verbs import LoadAwareExtender
+from extender.scheduling.wire import ARGS_DECODER, Node, NodeMeta, PodInfo
 from shared.annotations import encode_metric
 from shared.load_model import LoadRules
 from shared.pods import POD_DECODER

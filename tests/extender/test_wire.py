@@ -2,7 +2,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.wire import ENCODER, FilterResult, NodeList, encode_filter_result
+from extender.scheduling.wire import ENCODER, FilterResult, NodeList, encode_filter_result
 
 names = st.text(max_size=6)
 nodes = st.lists(

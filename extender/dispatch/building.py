@@ -15,7 +15,7 @@ from typing import Any
 
 from croniter import croniter
 
-from extender.templates import ENV_NAME, JobTemplate
+from extender.dispatch.templates import ENV_NAME, JobTemplate
 
 TEMPLATE_LABEL = "loadsched.io/template"
 KEY_HASH_LABEL = "loadsched.io/key-hash"

@@ -30,8 +30,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from extender.metrics import ExtenderMetrics
-from extender.wire import MetaPod, MetaVictims, PodInfo
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.wire import MetaPod, MetaVictims, PodInfo
 from shared.quantity import ResourceList
 from shared.quota import Admission
 from shared.quota_ledger import ASSUMED, PodUsage, QuotaLedger

@@ -14,9 +14,10 @@ import httpx
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from extender.api.routes import cronjobs, health, jobs, scheduler
-from extender.authorizing import Authorizer, load_static_tokens
-from extender.dispatch_caches import (
+from extender import health
+from extender.dispatch.authorizing import Authorizer, load_static_tokens
+from extender.dispatch.building import TEMPLATE_LABEL
+from extender.dispatch.caches import (
     CRONJOB_DECODER,
     JOB_DECODER,
     CronJob,
@@ -25,17 +26,18 @@ from extender.dispatch_caches import (
     JobStore,
     TemplatePodStore,
 )
-from extender.dispatching import Dispatcher
-from extender.elastic_quota import QuotaGate
-from extender.job_building import TEMPLATE_LABEL
-from extender.metrics import ExtenderMetrics
-from extender.node_loads import NodeLoadCache, decode_node
-from extender.requeue import Requeuer, RequeueTracker
-from extender.scheduling import LoadAwareExtender
+from extender.dispatch.dispatcher import Dispatcher
+from extender.dispatch.routes import cronjobs, jobs
+from extender.dispatch.templates import load_templates
+from extender.scheduling import routes as scheduler
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_view import NodeLoadCache, decode_node
+from extender.scheduling.quota_gate import QuotaGate
+from extender.scheduling.requeue import Requeuer, RequeueTracker
+from extender.scheduling.verbs import LoadAwareExtender
+from extender.scheduling.wire import Node
 from extender.settings import ExtenderSettings
 from extender.state import ExtenderState
-from extender.templates import load_templates
-from extender.wire import Node
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, in_cluster, load_endpoint
 from shared.kube.watching import FanOut, Reflector, Store
@@ -54,7 +56,7 @@ def utc_now() -> datetime:
 
 class ExtenderApp(FastAPI):
     """The extender's FastAPI app, with the scheduler verbs served ahead of it
-    (:mod:`extender.api.routes.scheduler`)."""
+    (:mod:`extender.scheduling.routes`)."""
 
     scheduler_verbs: scheduler.SchedulerVerbs | None = None
 

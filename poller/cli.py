@@ -1,25 +1,34 @@
-"""``loadsched-dispatch-poll`` / ``python -m extender.poll_cli``: dispatch the rows of a
-read-only SQL query through ``/v1/jobs``, every period (:mod:`extender.polling`)."""
+"""``loadsched-dispatch-poll`` / ``python -m poller.cli``: dispatch the rows of a
+read-only SQL query through ``/v1/jobs``, every period (:mod:`poller.polling`)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from extender.polling import PassReport, poll_once, read_only_engine
 from shared.errors import ConfigError
 from shared.logs import LogFormat, configure_logging
 from shared.settings import ENV_PREFIX, build_settings
 
-logger = logging.getLogger("extender.poll")
+if TYPE_CHECKING:
+    from poller.polling import PassReport
+
+logger = logging.getLogger("poller")
+
+MISSING_SQLALCHEMY = (
+    "loadsched-dispatch-poll needs SQLAlchemy, an optional extra: "
+    "pip install 'loadsched[poller]' (SQLite) or 'loadsched[postgres]' (PostgreSQL)"
+)
 
 
 class PollSettings(BaseSettings):
@@ -69,6 +78,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def run(settings: PollSettings) -> int:
+    from poller.polling import poll_once, read_only_engine
+
     engine = read_only_engine(settings.database_url)
     async with httpx.AsyncClient(
         base_url=settings.dispatch_url, timeout=settings.timeout
@@ -103,6 +114,9 @@ def log_pass(report: PassReport) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if importlib.util.find_spec("sqlalchemy") is None:
+        sys.stderr.write(f"{MISSING_SQLALCHEMY}\n")
+        return 2
     try:
         settings = build_settings(PollSettings, vars(parse_args(argv)))
         configure_logging(settings.log_level, settings.log_format)

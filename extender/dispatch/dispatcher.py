@@ -17,8 +17,9 @@ from typing import Generic, TypeVar
 
 import httpx
 
-from extender.authorizing import Authorizer
-from extender.dispatch_caches import (
+from extender.dispatch.authorizing import Authorizer
+from extender.dispatch.building import build_cronjob, build_job, job_name
+from extender.dispatch.caches import (
     CRONJOB_DECODER,
     JOB_DECODER,
     CronJob,
@@ -27,9 +28,8 @@ from extender.dispatch_caches import (
     JobStore,
     TemplatePodStore,
 )
-from extender.job_building import build_cronjob, build_job, job_name
-from extender.node_loads import NodeLoadCache
-from extender.templates import JobTemplate
+from extender.dispatch.templates import JobTemplate
+from extender.scheduling.node_view import NodeLoadCache
 from shared.errors import APIConflictError
 from shared.kube.status import send
 from shared.quantity import parse_resources

@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from extender.job_building import KEY_ANNOTATION, TEMPLATE_LABEL
+from extender.dispatch.building import KEY_ANNOTATION, TEMPLATE_LABEL
 from shared.pods import Pod
 
 FINISHED = ("Complete", "Failed")

@@ -2,7 +2,7 @@
 
 kube-scheduler calls filter and prioritize once each for every pod, one pod after the other,
 so every microsecond here is added to its scheduling cycle. The verbs are therefore served as
-one plain ASGI app that :class:`extender.main.ExtenderApp` hands these three paths to before
+one plain ASGI app that :class:`extender.app.ExtenderApp` hands these three paths to before
 FastAPI's middleware and routing (which cost about as much as the decision itself). Bodies
 are read with a size limit and decoded with msgspec straight into the slim wire types;
 answers are encoded the same way. Every answer carries a ``Server-Timing`` header with the
@@ -19,10 +19,9 @@ from typing import Any
 import msgspec
 from starlette.types import Receive, Scope, Send
 
-from extender.elastic_quota import InvalidPod
-from extender.scheduling import InvalidNode, NamesOnlyUnavailable
-from extender.state import ExtenderState
-from extender.wire import (
+from extender.scheduling.quota_gate import InvalidPod
+from extender.scheduling.verbs import InvalidNode, NamesOnlyUnavailable
+from extender.scheduling.wire import (
     ARGS_DECODER,
     ENCODER,
     PREEMPTION_DECODER,
@@ -30,6 +29,7 @@ from extender.wire import (
     FilterResult,
     encode_filter_result,
 )
+from extender.state import ExtenderState
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import msgspec
 
-from extender.wire import NODE_DECODER, HostPriority, Node
+from extender.scheduling.wire import NODE_DECODER, HostPriority, Node
 from shared.annotations import Sample
 from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate, future_detail
 

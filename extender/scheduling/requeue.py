@@ -31,10 +31,10 @@ from datetime import datetime
 
 import httpx
 
-from extender.elastic_quota import QuotaGate
-from extender.metrics import ExtenderMetrics
-from extender.node_loads import NodeLoadCache
-from extender.wire import PodInfo
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.quota_gate import QuotaGate
+from extender.scheduling.wire import PodInfo
 from shared.annotations import format_timestamp
 from shared.errors import APIError, APIUnreachableError
 from shared.kube.status import send

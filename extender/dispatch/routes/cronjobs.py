@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from extender.api.routes.jobs import (
+from extender.dispatch.building import MAX_KEY_LENGTH, InvalidDispatch
+from extender.dispatch.caches import CronJob
+from extender.dispatch.routes.jobs import (
     DispatcherDep,
     authorize,
     delete_dispatched,
@@ -15,8 +17,6 @@ from extender.api.routes.jobs import (
     invalid,
     upstream,
 )
-from extender.dispatch_caches import CronJob
-from extender.job_building import MAX_KEY_LENGTH, InvalidDispatch
 from shared.errors import LoadschedError
 
 router = APIRouter(prefix="/v1/cronjobs", tags=["job dispatch"])

@@ -14,11 +14,11 @@ from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
 
-from extender.elastic_quota import QuotaGate
-from extender.metrics import ExtenderMetrics
-from extender.node_loads import NodeLoadCache, NodeView, RequestMemo, decode_node
-from extender.requeue import RequeueTracker
-from extender.wire import (
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_view import NodeLoadCache, NodeView, RequestMemo, decode_node
+from extender.scheduling.quota_gate import QuotaGate
+from extender.scheduling.requeue import RequeueTracker
+from extender.scheduling.wire import (
     ENCODER,
     ExtenderArgs,
     FilterResult,
@@ -228,7 +228,7 @@ class LoadAwareExtender:
 
     def preempt(self, args: PreemptionArgs) -> PreemptionResult:
         """Load has no say in preemption; elastic quotas replace the scheduler's victims with
-        legal ones (:mod:`extender.elastic_quota`); otherwise the scheduler's victims stand."""
+        legal ones (:mod:`.quota_gate`); otherwise the scheduler's victims stand."""
         if args.NodeNameToMetaVictims is not None:
             proposed = args.NodeNameToMetaVictims
         else:

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from extender.api.deps import StateDep
+from extender.deps import StateDep
 
 router = APIRouter(tags=["health"])
 

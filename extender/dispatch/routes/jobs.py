@@ -11,11 +11,11 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from extender.api.deps import StateDep
-from extender.authorizing import Action, Forbidden, Unauthenticated
-from extender.dispatch_caches import D, DispatchedStore, Job
-from extender.dispatching import Backpressure, Dispatcher
-from extender.job_building import MAX_KEY_LENGTH, InvalidDispatch
+from extender.deps import StateDep
+from extender.dispatch.authorizing import Action, Forbidden, Unauthenticated
+from extender.dispatch.building import MAX_KEY_LENGTH, InvalidDispatch
+from extender.dispatch.caches import D, DispatchedStore, Job
+from extender.dispatch.dispatcher import Backpressure, Dispatcher
 from extender.state import ExtenderState
 from shared.errors import APIError, APINotFoundError, LoadschedError
 

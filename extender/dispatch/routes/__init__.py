@@ -1,0 +1,1 @@
+"""The ``/v1/jobs`` and ``/v1/cronjobs`` routers."""

@@ -1,0 +1,3 @@
+from poller.cli import main
+
+raise SystemExit(main())
