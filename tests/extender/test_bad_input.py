@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from extender.app import create_app
 from extender.settings import ExtenderSettings
+from shared.load_model import LoadRules
+from shared.policy import default_policy
 from tests import payloads
-from tests.extender.conftest import ClientFactory
+from tests.extender.conftest import NOW, ClientFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -176,18 +178,41 @@ async def test_only_post_is_allowed(client: httpx.AsyncClient, verb: str) -> Non
 async def test_an_internal_error_is_a_json_500_and_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    app = create_app(ExtenderSettings())
+    """A verb that raises answers a logged JSON 500; the same verb's next call is served as
+    usual, with the answer an app that never failed gives."""
+    rules = LoadRules.from_policy(default_policy())
+    body = payloads.encode(payloads.full_args(payloads.cluster(rules, 3, NOW)))
 
-    def broken(*_: object) -> None:
-        raise RuntimeError("boom")
+    def build() -> Any:
+        return create_app(ExtenderSettings(), clock=lambda: NOW)
 
-    app.state.loadsched.extender.prioritize = broken
+    async def prioritize(app: Any) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
+            return await client.post("/prioritize", content=body)
+
+    expected = await prioritize(build())
+    assert expected.status_code == 200
+    assert len({score["Score"] for score in expected.json()}) > 1  # the loads are told apart
+
+    app = build()
+    extender = app.state.loadsched.extender
+    working = extender.prioritize
+    failures: list[str] = []
+
+    def fails_once(*args: Any) -> Any:
+        if not failures:
+            failures.append("boom")
+            raise RuntimeError("boom")
+        return working(*args)
+
+    extender.prioritize = fails_once
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
-        body = payloads.encode(payloads.names_args(["n1"]))
         response = await client.post("/prioritize", content=body)
         assert response.status_code == 500
         assert response.json() == {"detail": "internal error in prioritize: see the extender's log"}
         assert "boom" in caplog.text
-        # the next call is served as usual
-        assert (await client.post("/filter", content=body)).status_code == 200
+        again = await client.post("/prioritize", content=body)
+    assert failures == ["boom"]
+    assert again.status_code == 200 and again.json() == expected.json()

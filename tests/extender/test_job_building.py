@@ -1,8 +1,12 @@
+import hashlib
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from extender.dispatch.building import (
+    MAX_KEY_LENGTH,
     InvalidDispatch,
     build_cronjob,
     build_job,
@@ -10,7 +14,7 @@ from extender.dispatch.building import (
     cronjob_name,
     job_name,
 )
-from extender.dispatch.templates import JobTemplate, load_templates, parse_templates
+from extender.dispatch.templates import DNS_LABEL, JobTemplate, load_templates, parse_templates
 from shared.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "job-templates.yaml"
@@ -88,8 +92,26 @@ def test_unreadable_file(tmp_path: Path) -> None:
 def test_names_are_deterministic_dns_labels() -> None:
     t = template()
     assert job_name(t, "row-1") == job_name(t, "row-1") != job_name(t, "row-2")
-    name = job_name(t, "x" * 253)
-    assert len(name) <= 63 and name.startswith("report-")
+
+
+def test_the_longest_name_and_key_give_a_dns_label() -> None:
+    """``<template>-<first 16 hex digits of sha256("<template>\\n<key>")>``: with the longest
+    template name (40) the Job's name is 57 characters, the whole key hashed, nothing cut."""
+    longest = "r" + "e" * 38 + "t"
+    base = {"namespace": "batch", "image": "i"}
+    with pytest.raises(ConfigError) as error:
+        parse_templates({"templates": [base | {"name": longest + "s"}]}, source="t.yaml")
+    assert error.value.field == "templates[0].name"
+    t = parse_templates({"templates": [base | {"name": longest}]}, source="t.yaml")[longest]
+    key = "k" * (MAX_KEY_LENGTH - 1) + "1"
+    digest = hashlib.sha256(f"{longest}\n{key}".encode()).hexdigest()
+    name = job_name(t, key)
+    assert name == f"{longest}-{digest[:16]}"
+    assert len(name) == 57 and re.fullmatch(DNS_LABEL, name)
+    assert build_job(t, key, {}, {})["metadata"]["name"] == name
+    assert job_name(t, key[:-1] + "2") != name  # the key's last character counts
+    assert cronjob_name(t, key) == f"{longest}-{digest[:10]}"
+    assert len(cronjob_name(t, key)) == 51
 
 
 def test_job_body() -> None:
@@ -112,9 +134,24 @@ def test_job_body() -> None:
 
 
 def test_the_dispatchers_environment_is_never_copied(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOADSCHED_SECRET", "hunter2")
-    job = build_job(template(), "k", {}, {})
-    assert "hunter2" not in str(job)
+    """Variables of the dispatcher's own process, even under names the template allows, do not
+    reach the Job: the body is the same with and without them."""
+    for name in ("REPORT_ID", "OPT_LEAK", "LOADSCHED_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    clean = build_job(template(), "k", {"OPT_FAST": "yes"}, {})
+    leaks = {"REPORT_ID": "env-report", "OPT_LEAK": "env-opt", "LOADSCHED_SECRET": "hunter2"}
+    for name, value in leaks.items():
+        monkeypatch.setenv(name, value)
+    assert all(template().allowed_keys.allows(n) for n in ("REPORT_ID", "OPT_LEAK"))
+    job = build_job(template(), "k", {"OPT_FAST": "yes"}, {})
+    assert job == clean
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["env"] == [
+        {"name": "STATIC", "value": "1"},
+        {"name": "OPT_FAST", "value": "yes"},
+    ]
+    assert "envFrom" not in container
+    assert not any(value in json.dumps(job) for value in leaks.values())
 
 
 @pytest.mark.parametrize(
