@@ -1,12 +1,15 @@
-"""Builds the extender app: policy, decisions, metrics, and the node watch when a cluster is
-configured."""
+"""Builds the extender app from its two rooms (:mod:`extender.scheduling` and
+:mod:`extender.dispatch`), each step a named function: what the process serves, the policy,
+the scheduling decisions, the dispatch configuration, the watches each room needs, and the
+background tasks. The only module that imports both rooms."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +18,7 @@ from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from extender import health
-from extender.dispatch.authorizing import Authorizer, load_static_tokens
+from extender.dispatch.authorizing import Authorizer, Identity, load_static_tokens
 from extender.dispatch.building import TEMPLATE_LABEL
 from extender.dispatch.caches import (
     CRONJOB_DECODER,
@@ -28,7 +31,7 @@ from extender.dispatch.caches import (
 )
 from extender.dispatch.dispatcher import Dispatcher
 from extender.dispatch.routes import cronjobs, jobs
-from extender.dispatch.templates import load_templates
+from extender.dispatch.templates import JobTemplate, load_templates
 from extender.scheduling import routes as scheduler
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import NodeLoadCache, decode_node
@@ -37,7 +40,7 @@ from extender.scheduling.requeue import Requeuer, RequeueTracker
 from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import Node
 from extender.settings import ExtenderSettings
-from extender.state import ExtenderState
+from extender.state import ROOMS, ExtenderState, Room
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, in_cluster, load_endpoint
 from shared.kube.watching import FanOut, Reflector, Store
@@ -68,8 +71,16 @@ class ExtenderApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
+@dataclass(frozen=True)
+class DispatchConfig:
+    """What the dispatch room is started with, checked before anything is served."""
+
+    templates: Mapping[str, JobTemplate]
+    static_tokens: dict[str, Identity] | None
+
+
 def resolve_endpoint(settings: ExtenderSettings) -> KubeEndpoint | None:
-    """The cluster to watch nodes in: the kubeconfig, else in-cluster, else none."""
+    """The cluster to watch: the kubeconfig, else in-cluster, else none."""
     if settings.kubeconfig is not None:
         return load_endpoint(str(settings.kubeconfig), context=settings.kube_context)
     if in_cluster():
@@ -77,74 +88,233 @@ def resolve_endpoint(settings: ExtenderSettings) -> KubeEndpoint | None:
     return None
 
 
-def _quota_gate(
-    ledger: QuotaLedger, node_cache: NodeLoadCache, metrics: ExtenderMetrics
-) -> QuotaGate:
-    metrics.quota_pods.set_function(lambda: len(ledger.pods))
-    metrics.quotas.labels("active").set_function(lambda: len(ledger.quotas))
-    metrics.quotas.labels("invalid").set_function(lambda: len(ledger.invalid))
-    return QuotaGate(ledger, allocatable=node_cache.allocatable_of, metrics=metrics)
+def served_rooms(settings: ExtenderSettings) -> frozenset[Room]:
+    """``--serve``, else scheduling plus dispatch when job templates are configured."""
+    if settings.serve is None:
+        return frozenset(("scheduling", "dispatch") if settings.job_templates else ("scheduling",))
+    rooms = frozenset(room for room in ROOMS if room in settings.serve.split(","))
+    if "dispatch" in rooms and settings.job_templates is None:
+        raise ConfigError(flag_and_variable("job_templates"), "", "needed by --serve dispatch")
+    if "dispatch" not in rooms and settings.job_templates is not None:
+        logger.warning("--job-templates is ignored: this process serves %s only", settings.serve)
+    if "scheduling" not in rooms and settings.elastic_quota:
+        logger.warning("--elastic-quota is ignored: this process does not serve scheduling")
+    return rooms
 
 
-def _watches(
-    client: httpx.AsyncClient,
-    ledger: QuotaLedger,
-    *,
-    quotas: bool,
-    dispatch: tuple[JobStore, TemplatePodStore, CronJobStore] | None,
-) -> list[Reflector[Any]]:
-    """The watches besides nodes: every pod (what nodes and namespaces use, and the pods of
-    dispatched Jobs), ElasticQuotas, and dispatched Jobs."""
-    pod_stores: list[Store[Pod]] = [ledger.pod_store]
-    if dispatch is not None:
-        pod_stores.append(dispatch[1])
-    reflectors: list[Reflector[Any]] = [
-        Reflector[Pod](
-            client=client,
-            path="/api/v1/pods",
-            decode=POD_DECODER.decode,
-            store=FanOut[Pod](*pod_stores),
-            name="pods",
-        )
-    ]
-    if quotas:
-        reflectors.append(
-            Reflector[QuotaObject](
-                client=client,
-                path=ELASTIC_QUOTAS_PATH,
-                decode=QUOTA_DECODER.decode,
-                store=ledger.quota_store,
-                name="elasticquotas",
-            )
-        )
-    if dispatch is not None:
-        reflectors.append(
-            Reflector[Job](
-                client=client,
-                path="/apis/batch/v1/jobs",
-                decode=JOB_DECODER.decode,
-                store=dispatch[0],
-                name="dispatched jobs",
-                label_selector=TEMPLATE_LABEL,
-            )
-        )
-        reflectors.append(
-            Reflector[CronJob](
-                client=client,
-                path="/apis/batch/v1/cronjobs",
-                decode=CRONJOB_DECODER.decode,
-                store=dispatch[2],
-                name="dispatched cronjobs",
-                label_selector=TEMPLATE_LABEL,
-            )
-        )
-    return reflectors
+def configured_policy(settings: ExtenderSettings) -> DynamicSchedulerPolicy:
+    return load_policy(settings.policy) if settings.policy else default_policy()
 
 
-def _needs_cluster(setting: str, node_cache: NodeLoadCache | None) -> NodeLoadCache:
+def needs_cluster(setting: str, node_cache: NodeLoadCache | None) -> NodeLoadCache:
     if node_cache is None:
         raise ConfigError(flag_and_variable(setting), "", "needs --kubeconfig or in-cluster")
     return node_cache
+
+
+def quota_gate(
+    settings: ExtenderSettings,
+    rooms: frozenset[Room],
+    ledger: QuotaLedger,
+    node_cache: NodeLoadCache | None,
+    metrics: ExtenderMetrics,
+) -> QuotaGate | None:
+    """The elastic-quota gate of filter and preempt, when enabled."""
+    if not settings.elastic_quota or "scheduling" not in rooms:
+        return None
+    nodes = needs_cluster("elastic_quota", node_cache)
+    metrics.quota_pods.set_function(lambda: len(ledger.pods))
+    metrics.quotas.labels("active").set_function(lambda: len(ledger.quotas))
+    metrics.quotas.labels("invalid").set_function(lambda: len(ledger.invalid))
+    return QuotaGate(ledger, allocatable=nodes.allocatable_of, metrics=metrics)
+
+
+def dispatch_config(
+    settings: ExtenderSettings, rooms: frozenset[Room], node_cache: NodeLoadCache | None
+) -> DispatchConfig | None:
+    """Templates and tokens of the dispatch room, read and checked at start-up."""
+    if "dispatch" not in rooms or settings.job_templates is None:
+        return None
+    needs_cluster("job_templates", node_cache)
+    templates = load_templates(settings.job_templates)
+    static_tokens = None
+    if settings.dispatch_auth == "static":
+        if settings.dispatch_tokens_file is None:
+            raise ConfigError(
+                flag_and_variable("dispatch_tokens_file"), "", "needed by --dispatch-auth static"
+            )
+        static_tokens = load_static_tokens(settings.dispatch_tokens_file)
+    elif settings.dispatch_auth == "none":
+        logger.warning("/v1/jobs accepts requests from anyone (--dispatch-auth none)")
+    return DispatchConfig(templates, static_tokens)
+
+
+def pod_watch(client: httpx.AsyncClient, stores: list[Store[Pod]]) -> Reflector[Pod]:
+    """One watch of every pod, feeding each room's index of them."""
+    return Reflector[Pod](
+        client=client,
+        path="/api/v1/pods",
+        decode=POD_DECODER.decode,
+        store=FanOut[Pod](*stores),
+        name="pods",
+    )
+
+
+def quota_watch(client: httpx.AsyncClient, ledger: QuotaLedger) -> Reflector[QuotaObject]:
+    return Reflector[QuotaObject](
+        client=client,
+        path=ELASTIC_QUOTAS_PATH,
+        decode=QUOTA_DECODER.decode,
+        store=ledger.quota_store,
+        name="elasticquotas",
+    )
+
+
+def dispatched_watches(
+    client: httpx.AsyncClient, jobs_store: JobStore, cronjobs_store: CronJobStore
+) -> list[Reflector[Any]]:
+    """The Jobs and CronJobs dispatch created (by their template label)."""
+    return [
+        Reflector[Job](
+            client=client,
+            path="/apis/batch/v1/jobs",
+            decode=JOB_DECODER.decode,
+            store=jobs_store,
+            name="dispatched jobs",
+            label_selector=TEMPLATE_LABEL,
+        ),
+        Reflector[CronJob](
+            client=client,
+            path="/apis/batch/v1/cronjobs",
+            decode=CRONJOB_DECODER.decode,
+            store=cronjobs_store,
+            name="dispatched cronjobs",
+            label_selector=TEMPLATE_LABEL,
+        ),
+    ]
+
+
+def start_dispatch(
+    state: ExtenderState,
+    config: DispatchConfig,
+    client: httpx.AsyncClient,
+    ledger: QuotaLedger,
+    node_cache: NodeLoadCache,
+) -> tuple[TemplatePodStore, list[Reflector[Any]]]:
+    """The dispatcher, with its caches; returns its pod index and the watches feeding the rest."""
+    jobs_store, pods, cronjobs_store = JobStore(), TemplatePodStore(), CronJobStore()
+    state.dispatcher = Dispatcher(
+        templates=config.templates,
+        client=client,
+        jobs=jobs_store,
+        pods=pods,
+        ledger=ledger,
+        nodes=node_cache,
+        clock=state.clock,
+        retry_after=state.settings.dispatch_retry_after,
+        cronjobs=cronjobs_store,
+        authorizer=Authorizer(
+            state.settings.dispatch_auth, client=client, static_tokens=config.static_tokens
+        ),
+    )
+    return pods, dispatched_watches(client, jobs_store, cronjobs_store)
+
+
+def room_watches(
+    state: ExtenderState,
+    client: httpx.AsyncClient,
+    ledger: QuotaLedger,
+    *,
+    quota: QuotaGate | None,
+    dispatch: DispatchConfig | None,
+) -> list[Reflector[Any]]:
+    """Every watch besides nodes, each recorded under the rooms whose readiness waits on it.
+    Pods are watched once when either room needs them: quotas count them, dispatch indexes
+    the pods of its Jobs and what bound pods use per node."""
+    pod_stores: list[Store[Pod]] = []
+    scheduling: list[Reflector[Any]] = []
+    dispatching: list[Reflector[Any]] = []
+    if quota is not None or dispatch is not None:
+        pod_stores.append(ledger.pod_store)
+    if quota is not None:
+        scheduling.append(quota_watch(client, ledger))
+    if dispatch is not None:
+        pods, dispatched = start_dispatch(
+            state, dispatch, client, ledger, needs_cluster("job_templates", state.node_cache)
+        )
+        pod_stores.append(pods)
+        dispatching += dispatched
+    if not pod_stores:
+        return []
+    pod_reflector = pod_watch(client, pod_stores)
+    if quota is not None:
+        scheduling.insert(0, pod_reflector)
+    if dispatch is not None:
+        dispatching.insert(0, pod_reflector)
+    state.watches = {"scheduling": scheduling, "dispatch": dispatching}
+    return list(dict.fromkeys([*scheduling, *dispatching]))
+
+
+def cluster_lifespan(
+    state: ExtenderState,
+    *,
+    endpoint: KubeEndpoint | None,
+    transport: httpx.AsyncBaseTransport | None,
+    ledger: QuotaLedger,
+    quota: QuotaGate | None,
+    dispatch: DispatchConfig | None,
+    requeuer: Requeuer | None,
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """Runs the watches and background tasks while the app serves."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if endpoint is None or state.node_cache is None:
+            logger.info("no cluster configured: answering full-node requests only")
+            yield
+            return
+        async with endpoint.client(transport=transport) as client:
+            state.node_reflector = Reflector[Node](
+                client=client,
+                path="/api/v1/nodes",
+                decode=decode_node,
+                store=state.node_cache,
+                name="nodes",
+            )
+            reflectors = [
+                state.node_reflector,
+                *room_watches(state, client, ledger, quota=quota, dispatch=dispatch),
+            ]
+            tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in reflectors]
+            if requeuer is not None:
+                tasks.append(asyncio.create_task(requeuer.run(client), name="requeue"))
+            try:
+                yield
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    return lifespan
+
+
+def assemble(
+    state: ExtenderState,
+    lifespan: Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]],
+) -> ExtenderApp:
+    """The app: health always; the scheduler verbs and the dispatch routers per room."""
+    app = ExtenderApp(
+        title="loadsched extender",
+        summary="Load-aware filter and prioritize for the stock kube-scheduler, and job dispatch",
+        lifespan=lifespan,
+    )
+    app.state.loadsched = state
+    app.include_router(health.router)
+    if "scheduling" in state.rooms:
+        app.scheduler_verbs = scheduler.SchedulerVerbs(state)
+    app.include_router(jobs.router)
+    app.include_router(cronjobs.router)
+    return app
 
 
 def create_app(
@@ -156,35 +326,25 @@ def create_app(
     clock: Callable[[], datetime] = utc_now,
 ) -> ExtenderApp:
     """The extender app. ``endpoint`` (and a fake ``transport`` in tests) enable the node cache."""
-    if policy is None:
-        policy = load_policy(settings.policy) if settings.policy else default_policy()
+    rooms = served_rooms(settings)
+    policy = policy or configured_policy(settings)
     rules = LoadRules.from_policy(policy)
     metrics = ExtenderMetrics()
     node_cache = NodeLoadCache(rules) if endpoint is not None else None
     ledger = QuotaLedger(assume_seconds=settings.quota_assume_seconds)
-    quota: QuotaGate | None = None
-    if settings.elastic_quota:
-        quota = _quota_gate(ledger, _needs_cluster("elastic_quota", node_cache), metrics)
-    templates = load_templates(settings.job_templates) if settings.job_templates else None
-    static_tokens = None
-    if templates is not None:
-        _needs_cluster("job_templates", node_cache)
-        if settings.dispatch_auth == "static":
-            if settings.dispatch_tokens_file is None:
-                raise ConfigError(
-                    flag_and_variable("dispatch_tokens_file"),
-                    "",
-                    "needed by --dispatch-auth static",
-                )
-            static_tokens = load_static_tokens(settings.dispatch_tokens_file)
-        elif settings.dispatch_auth == "none":
-            logger.warning("/v1/jobs accepts requests from anyone (--dispatch-auth none)")
-    tracker = RequeueTracker() if node_cache is not None and settings.requeue else None
+    quota = quota_gate(settings, rooms, ledger, node_cache, metrics)
+    dispatch = dispatch_config(settings, rooms, node_cache)
+    tracker = (
+        RequeueTracker()
+        if node_cache is not None and settings.requeue and "scheduling" in rooms
+        else None
+    )
     state = ExtenderState(
         settings=settings,
         policy=policy,
         clock=clock,
         metrics=metrics,
+        rooms=rooms,
         extender=LoadAwareExtender(
             rules=rules,
             clock=clock,
@@ -195,72 +355,25 @@ def create_app(
         ),
         node_cache=node_cache,
     )
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if endpoint is None or node_cache is None:
-            logger.info("no cluster configured: answering full-node requests only")
-            yield
-            return
-        async with endpoint.client(transport=transport) as client:
-            state.node_reflector = Reflector[Node](
-                client=client,
-                path="/api/v1/nodes",
-                decode=decode_node,
-                store=node_cache,
-                name="nodes",
-            )
-            reflectors: list[Reflector[Any]] = [state.node_reflector]
-            dispatch = None
-            if templates is not None:
-                dispatch = (JobStore(), TemplatePodStore(), CronJobStore())
-                state.dispatcher = Dispatcher(
-                    templates=templates,
-                    client=client,
-                    jobs=dispatch[0],
-                    pods=dispatch[1],
-                    ledger=ledger,
-                    nodes=node_cache,
-                    clock=clock,
-                    retry_after=settings.dispatch_retry_after,
-                    cronjobs=dispatch[2],
-                    authorizer=Authorizer(
-                        settings.dispatch_auth, client=client, static_tokens=static_tokens
-                    ),
-                )
-            if quota is not None or dispatch is not None:
-                state.watches = _watches(
-                    client, ledger, quotas=quota is not None, dispatch=dispatch
-                )
-                reflectors += state.watches
-            tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in reflectors]
-            if tracker is not None:
-                requeuer = Requeuer(
-                    tracker=tracker,
-                    node_cache=node_cache,
-                    quota=quota,
-                    fail_closed=rules.fail_closed,
-                    metrics=metrics,
-                    clock=clock,
-                    period=settings.requeue_period,
-                    min_interval=settings.requeue_min_interval,
-                )
-                tasks.append(asyncio.create_task(requeuer.run(client), name="requeue"))
-            try:
-                yield
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-
-    app = ExtenderApp(
-        title="loadsched extender",
-        summary="Load-aware filter and prioritize for the stock kube-scheduler",
-        lifespan=lifespan,
+    requeuer = None
+    if tracker is not None and node_cache is not None:
+        requeuer = Requeuer(
+            tracker=tracker,
+            node_cache=node_cache,
+            quota=quota,
+            fail_closed=rules.fail_closed,
+            metrics=metrics,
+            clock=clock,
+            period=settings.requeue_period,
+            min_interval=settings.requeue_min_interval,
+        )
+    lifespan = cluster_lifespan(
+        state,
+        endpoint=endpoint,
+        transport=transport,
+        ledger=ledger,
+        quota=quota,
+        dispatch=dispatch,
+        requeuer=requeuer,
     )
-    app.state.loadsched = state
-    app.scheduler_verbs = scheduler.SchedulerVerbs(state)
-    app.include_router(health.router)
-    app.include_router(jobs.router)
-    app.include_router(cronjobs.router)
-    return app
+    return assemble(state, lifespan)

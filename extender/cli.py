@@ -21,8 +21,14 @@ logger = logging.getLogger("extender")
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="loadsched-extender",
-        description="Serve loadsched's scheduler extender (filter, prioritize, preempt). "
+        description="Serve loadsched's scheduler extender (filter, prioritize, preempt) and/or "
+        "its job-dispatch API (/v1/jobs, /v1/cronjobs). "
         f"Every flag has an environment equivalent: {ENV_PREFIX}<FLAG>, e.g. {ENV_PREFIX}PORT.",
+    )
+    parser.add_argument(
+        "--serve",
+        help="scheduling, dispatch or scheduling,dispatch (default: scheduling, and dispatch "
+        "when --job-templates is set)",
     )
     parser.add_argument("--policy", help="DynamicSchedulerPolicy file (default: crane's defaults)")
     parser.add_argument("--host", help="listen address (default 127.0.0.1)")

@@ -7,6 +7,7 @@ from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from extender.deps import StateDep
+from extender.state import Room
 
 router = APIRouter(tags=["health"])
 
@@ -18,7 +19,19 @@ async def healthz() -> str:
 
 @router.get("/readyz", response_class=PlainTextResponse)
 async def readyz(state: StateDep, response: Response) -> str:
+    """Every room this process serves can answer."""
     ready, message = state.readiness()
+    if not ready:
+        response.status_code = 503
+    return message
+
+
+@router.get("/readyz/{room}", response_class=PlainTextResponse)
+async def room_readyz(room: Room, state: StateDep, response: Response) -> str:
+    """One room: ``scheduling`` once the node view (and, with elastic quotas, pods and
+    quotas) is listed; ``dispatch`` once its pods, Jobs and CronJobs are. 503 for a room this
+    process does not serve."""
+    ready, message = state.readiness(room)
     if not ready:
         response.status_code = 503
     return message

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from extender.dispatch.authorizing import AuthMode
@@ -16,6 +16,10 @@ from shared.settings import ENV_PREFIX, build_settings
 class ExtenderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
+    serve: str | None = None
+    """What this process serves, comma-separated: ``scheduling`` (filter, prioritize, preempt),
+    ``dispatch`` (/v1/jobs, /v1/cronjobs), or both. Unset: scheduling, plus dispatch when
+    --job-templates is set."""
     policy: Path | None = None
     """The DynamicSchedulerPolicy file; crane's defaults when unset."""
     host: str = "127.0.0.1"
@@ -61,6 +65,17 @@ class ExtenderSettings(BaseSettings):
     """debug, info, warning or error."""
     log_format: LogFormat = "text"
     """text or json (one object per line)."""
+
+    @field_validator("serve")
+    @classmethod
+    def _known_rooms(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        rooms = [part.strip() for part in value.split(",") if part.strip()]
+        unknown = [room for room in rooms if room not in ("scheduling", "dispatch")]
+        if not rooms or unknown:
+            raise ValueError(f"expected scheduling, dispatch or scheduling,dispatch; got {value!r}")
+        return ",".join(sorted(set(rooms), reverse=True))
 
 
 def load_settings(**overrides: Any) -> ExtenderSettings:
