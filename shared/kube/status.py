@@ -10,13 +10,32 @@ import msgspec
 from shared.errors import (
     APIConflictError,
     APIError,
+    APIForbiddenError,
     APIGoneError,
+    APIInvalidError,
     APINotFoundError,
-    APITransientError,
+    APIServerError,
+    APITimeoutError,
+    APITooManyRequestsError,
+    APIUnauthorizedError,
     APIUnreachableError,
 )
+from shared.kube.retrying import retry_after
 
 _BODY_LIMIT = 300
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    401: APIUnauthorizedError,
+    403: APIForbiddenError,
+    404: APINotFoundError,
+    409: APIConflictError,
+    410: APIGoneError,
+    422: APIInvalidError,
+    429: APITooManyRequestsError,
+}
+
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""Failures before a byte of the request left: it cannot have been processed."""
 
 
 class Status(msgspec.Struct):
@@ -30,16 +49,12 @@ class Status(msgspec.Struct):
 _STATUS_DECODER = msgspec.json.Decoder(Status)
 
 
-def error_for(code: int, reason: str, message: str) -> APIError:
-    if code == 404:
-        return APINotFoundError(code, reason, message)
-    if code == 409:
-        return APIConflictError(code, reason, message)
-    if code == 410:
-        return APIGoneError(code, reason, message)
-    if code == 429 or code >= 500:
-        return APITransientError(code, reason, message)
-    return APIError(code, reason, message)
+def error_for(
+    code: int, reason: str, message: str, *, retry_after: float | None = None
+) -> APIError:
+    """The error class of an HTTP status (:mod:`shared.errors` draws the tree)."""
+    kind = _BY_STATUS.get(code) or (APIServerError if code >= 500 else APIError)
+    return kind(code, reason, message, retry_after=retry_after)
 
 
 def status_error(status: Status) -> APIError:
@@ -54,19 +69,29 @@ def raise_for_status(response: httpx.Response) -> None:
         status = _STATUS_DECODER.decode(response.content)
     except msgspec.DecodeError:
         status = Status(message=response.text[:_BODY_LIMIT])
-    raise error_for(response.status_code, status.reason or response.reason_phrase, status.message)
+    raise error_for(
+        response.status_code,
+        status.reason or response.reason_phrase,
+        status.message[:_BODY_LIMIT],
+        retry_after=retry_after(response.headers.get("retry-after")),
+    )
 
 
 def unreachable(error: httpx.HTTPError, what: str) -> APIUnreachableError:
     """Wrap a transport-level failure (raise it ``from`` the original)."""
-    return APIUnreachableError(f"{what}: {type(error).__name__}: {str(error)[:_BODY_LIMIT]}")
+    kind = APITimeoutError if isinstance(error, httpx.TimeoutException) else APIUnreachableError
+    return kind(
+        f"{what}: {type(error).__name__}: {str(error)[:_BODY_LIMIT]}",
+        sent=not isinstance(error, _NOT_SENT),
+    )
 
 
 async def send(
     client: httpx.AsyncClient, method: str, path: str, *, what: str, **kwargs: Any
 ) -> httpx.Response:
-    """One request: a transport failure becomes :class:`APIUnreachableError` naming ``what``,
-    a non-2xx answer the matching :class:`APIError`."""
+    """One request, never retried: a transport failure becomes :class:`APIUnreachableError`
+    naming ``what``, a non-2xx answer the matching :class:`APIError`. New code calls
+    :func:`shared.kube.requesting.request`, which retries by a :class:`RetryPolicy`."""
     try:
         response = await client.request(method, path, **kwargs)
     except httpx.HTTPError as e:

@@ -1,7 +1,14 @@
 """List+watch caches: list once, then watch from the list's resourceVersion, resume the watch
 from the last seen resourceVersion after a disconnect, and re-list on ``410 Gone``.
 
-Failures never stop the loop: each failed attempt is logged and retried with backoff.
+Failures never stop the loop: each failed attempt is logged and retried with backoff (a
+server's ``Retry-After`` honoured). Each list page is one call through
+:func:`shared.kube.requesting.request`, so it is also retried by the service's
+:class:`~shared.kube.retrying.RetryPolicy`; the watch is a stream and is resumed here.
+
+Kept as our own code rather than a client library's watch: lightkube's async watch re-watches
+from "now" after ``410 Gone`` instead of re-listing (the store would miss deletions made
+meanwhile) and asks for no bookmarks; kubernetes-asyncio's ``Watch`` leaves both to the caller.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import msgspec
 
 from shared.errors import APIError, APIGoneError, APIUnreachableError
 from shared.kube.config import WATCH_TIMEOUT
+from shared.kube.requesting import DEFAULT_RETRY, request
+from shared.kube.retrying import RetryPolicy
 from shared.kube.status import Status, raise_for_status, status_error, unreachable
 
 logger = logging.getLogger(__name__)
@@ -83,12 +92,15 @@ _STATUS = msgspec.json.Decoder(Status)
 
 @dataclass(frozen=True)
 class Backoff:
-    """Exponential backoff with full jitter: ``min(cap, base * 2**attempt)``."""
+    """Exponential backoff with full jitter: ``min(cap, base * 2**attempt)``; a server's
+    ``Retry-After`` (capped) instead when it sent one."""
 
     base: float = 0.5
     cap: float = 30.0
 
-    def delay(self, attempt: int) -> float:
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(self.cap, retry_after)
         return random.uniform(0, min(self.cap, self.base * 2 ** min(attempt, 16)))
 
 
@@ -110,6 +122,7 @@ class Reflector(Generic[T]):
         page_size: int = 500,
         watch_seconds: int = 300,
         backoff: Backoff = Backoff(),
+        retry: RetryPolicy = DEFAULT_RETRY,
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> None:
@@ -121,6 +134,7 @@ class Reflector(Generic[T]):
         self._page_size = page_size
         self._watch_seconds = watch_seconds
         self._backoff = backoff
+        self._retry = retry
         self._selector = label_selector
         self._field_selector = field_selector
         self.synced = asyncio.Event()
@@ -148,7 +162,9 @@ class Reflector(Generic[T]):
                 self.relists += 1
             except (APIError, APIUnreachableError, msgspec.DecodeError) as e:
                 attempt += 1
-                delay = self._backoff.delay(attempt)
+                delay = self._backoff.delay(
+                    attempt, e.retry_after if isinstance(e, APIError) else None
+                )
                 logger.warning(
                     "%s: attempt #%d failed (%s); will retry in %.1fs",
                     self.name,
@@ -177,11 +193,14 @@ class Reflector(Generic[T]):
             params = self._params() | {"limit": str(self._page_size)}
             if token:
                 params["continue"] = token
-            try:
-                response = await self._client.get(self._path, params=params)
-            except httpx.HTTPError as e:
-                raise unreachable(e, f"list {self._path}") from e
-            raise_for_status(response)
+            response = await request(
+                self._client,
+                "GET",
+                self._path,
+                what=f"{self.name}: list {self._path}",
+                params=params,
+                retry=self._retry,
+            )
             page = _PAGE.decode(response.content)
             items.extend(self._decode(raw) for raw in page.items or ())
             token = page.metadata.continue_

@@ -1,0 +1,84 @@
+"""The one request function every Kubernetes API call goes through (watches excepted: see
+:mod:`shared.kube.watching`): it sends, translates the answer into the error tree
+(:mod:`shared.kube.status`), and retries by the :class:`RetryPolicy` it is given."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import httpx
+
+from shared.errors import APIError, APIUnreachableError
+from shared.kube.retrying import RetryPolicy
+from shared.kube.status import raise_for_status, unreachable
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RETRY = RetryPolicy()
+Sleep = Callable[[float], Awaitable[None]]
+
+
+async def request(
+    client: httpx.AsyncClient,
+    method: str,
+    path: str,
+    *,
+    what: str,
+    retry: RetryPolicy = DEFAULT_RETRY,
+    idempotent: bool = False,
+    conflicts: bool = False,
+    content: bytes | None = None,
+    json: Any = None,
+    headers: Mapping[str, str] | None = None,
+    params: Mapping[str, str] | None = None,
+    sleep: Sleep = asyncio.sleep,
+) -> httpx.Response:
+    """Send one API request and return its 2xx response.
+
+    ``what`` names the object for messages (``node/n1: patch``). ``idempotent`` says a write
+    may be repeated like a read; ``conflicts`` that a 409 may be retried as is (see
+    :mod:`shared.kube.retrying`). Once retries are exhausted, or for a failure that may not be
+    retried, the last error is raised: an :class:`~shared.errors.APIError` by status or an
+    :class:`~shared.errors.APIUnreachableError`."""
+    attempt = 1
+    while True:
+        try:
+            response = await client.request(
+                method,
+                path,
+                content=content,
+                json=json,
+                headers=headers,
+                params=params,
+                timeout=retry.http_timeout,
+            )
+        except httpx.HTTPError as e:
+            error: APIError | APIUnreachableError = unreachable(e, what)
+            cause: BaseException = e
+        else:
+            try:
+                raise_for_status(response)
+            except APIError as e:
+                error, cause = e, e
+            else:
+                return response
+        if attempt >= retry.attempts or not retry.retryable(
+            method, error, idempotent=idempotent, conflicts=conflicts
+        ):
+            if error is cause:
+                raise error
+            raise error from cause
+        delay = retry.delay(attempt, error)
+        logger.warning(
+            "%s: attempt #%d/%d failed (%s); will retry in %.2fs",
+            what,
+            attempt,
+            retry.attempts,
+            error,
+            delay,
+        )
+        await sleep(delay)
+        attempt += 1
