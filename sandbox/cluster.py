@@ -177,7 +177,8 @@ class Sandbox:
         self.api_port = 0
         self.schedulers: dict[str, SchedulerHandle] = {}
         self.service_kubeconfigs: dict[str, Path] = {}
-        """kubeconfig per service module (``extender``, ``annotator``); admin's otherwise."""
+        """kubeconfig per account (``extender``, ``annotator``, ``dispatch``, ``scheduler``);
+        admin's otherwise."""
         self._api: k8s.ApiClient | None = None
         self.ca: CertificateAuthority | None = None
 
@@ -408,16 +409,18 @@ class Sandbox:
         port: int | None,
         args: Iterable[str],
         kubeconfig: Path | None = None,
+        account: str | None = None,
     ) -> str:
         """Run one of loadsched's services as a process with its account's kubeconfig (the
-        admin's when none was installed), or ``kubeconfig``; its URL once ``/readyz`` answers."""
+        module's unless ``account`` is given; the admin's when none was installed), or
+        ``kubeconfig``; its URL once ``/readyz`` answers."""
         port = port or free_port()
         argv = [
             sys.executable,
             "-m",
             module,
             "--kubeconfig",
-            str(kubeconfig or self.service_kubeconfigs.get(module, self.kubeconfig)),
+            str(kubeconfig or self.service_kubeconfigs.get(account or module, self.kubeconfig)),
             "--port",
             str(port),
             *args,
@@ -442,6 +445,12 @@ class Sandbox:
     ) -> str:
         """loadsched's extender on 127.0.0.1; returns its URL. ``api_port``: reach the API
         server there instead (a relay in front of it)."""
+        args = list(args)
+        if "--job-templates" in args and "dispatch" in self.service_kubeconfigs:
+            raise ValueError(
+                "the chart's accounts run dispatch in its own process (dispatch.separate): "
+                "start it with Sandbox.start_dispatch, which uses the dispatch account"
+            )
         kubeconfig = None
         if api_port is not None:
             source = self.service_kubeconfigs.get("extender", self.kubeconfig)
@@ -452,6 +461,20 @@ class Sandbox:
             kubeconfig.write_text(yaml.safe_dump(config))
         return self._start_service(
             name, "extender", port, ["--host", "127.0.0.1", *args], kubeconfig
+        )
+
+    def start_dispatch(
+        self, *, port: int | None = None, args: Iterable[str] = (), name: str = "dispatch"
+    ) -> str:
+        """loadsched's job dispatch alone (``--serve dispatch``), as the chart runs it with
+        ``dispatch.separate``: with the dispatch account when the chart's were installed.
+        ``args`` must name ``--job-templates``."""
+        return self._start_service(
+            name,
+            "extender",
+            port,
+            ["--host", "127.0.0.1", "--serve", "dispatch", *args],
+            account="dispatch",
         )
 
     def start_annotator(

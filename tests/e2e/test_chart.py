@@ -163,3 +163,85 @@ def test_example_scheduler_configurations_run(
         kubeconfig=sandbox.service_kubeconfigs["scheduler"],
     )
     sandbox.stop_scheduler(name)
+
+
+DISPATCH_VALUES = {
+    "dispatch": {
+        "enabled": True,
+        "templates": [{"name": "report", "namespace": "batch", "image": "registry.example/r:1"}],
+    }
+}
+
+
+def by_kind_and_name(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    first: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    return first
+
+
+def grants_jobs(role: dict[str, Any]) -> bool:
+    return any("batch" in rule["apiGroups"] for rule in role["rules"])
+
+
+def test_dispatch_runs_apart_and_alone_holds_the_job_permissions() -> None:
+    separate = by_kind_and_name(chart.render(DISPATCH_VALUES))
+    extender = container(separate[("Deployment", "loadsched-extender")])
+    dispatch_deployment = separate[("Deployment", "loadsched-dispatch")]
+    dispatch = container(dispatch_deployment)
+    assert "--serve=scheduling" in extender["args"]
+    assert not any(a.startswith("--job-templates") for a in extender["args"])
+    assert extender["readinessProbe"]["httpGet"]["path"] == "/readyz/scheduling"
+    assert "--serve=dispatch" in dispatch["args"]
+    assert "--job-templates=/etc/loadsched/dispatch/templates.yaml" in dispatch["args"]
+    assert dispatch["readinessProbe"]["httpGet"]["path"] == "/readyz/dispatch"
+    pod = dispatch_deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "loadsched-dispatch"
+    assert ("Service", "loadsched-dispatch") in separate
+    assert ("ServiceAccount", "loadsched-dispatch") in separate
+    assert not grants_jobs(separate[("ClusterRole", "loadsched-extender")])
+    assert grants_jobs(separate[("ClusterRole", "loadsched-dispatch")])
+
+    together = by_kind_and_name(
+        chart.render({"dispatch": {**DISPATCH_VALUES["dispatch"], "separate": False}})
+    )
+    assert ("Deployment", "loadsched-dispatch") not in together
+    assert ("ServiceAccount", "loadsched-dispatch") not in together
+    extender = container(together[("Deployment", "loadsched-extender")])
+    assert "--serve=scheduling,dispatch" in extender["args"]
+    assert "--job-templates=/etc/loadsched/dispatch/templates.yaml" in extender["args"]
+    assert extender["readinessProbe"]["httpGet"]["path"] == "/readyz/scheduling"
+    assert grants_jobs(together[("ClusterRole", "loadsched-extender")])
+
+
+def may(sandbox: Sandbox, account: str, verb: str, resource: str, group: str) -> bool:
+    review = k8s.AuthorizationV1Api(sandbox.api).create_subject_access_review(
+        {
+            "spec": {
+                "user": f"system:serviceaccount:default:{account}",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:default"],
+                "resourceAttributes": {
+                    "verb": verb,
+                    "resource": resource,
+                    "group": group,
+                    "namespace": "batch",
+                },
+            }
+        }
+    )
+    return bool(review.status.allowed)
+
+
+def test_the_extenders_account_cannot_touch_jobs_when_dispatch_runs_apart(
+    sandbox: Sandbox,
+) -> None:
+    """The accounts the end-to-end services run as (conftest: dispatch enabled, separate by
+    default), as the API server's authorizer answers for them."""
+    assert not may(sandbox, "loadsched-extender", "create", "jobs", "batch")
+    assert not may(sandbox, "loadsched-extender", "delete", "cronjobs", "batch")
+    assert may(sandbox, "loadsched-extender", "list", "nodes", "")
+    assert may(sandbox, "loadsched-dispatch", "create", "jobs", "batch")
+    assert may(sandbox, "loadsched-dispatch", "list", "nodes", "")
+    assert not may(sandbox, "loadsched-dispatch", "patch", "nodes", "")

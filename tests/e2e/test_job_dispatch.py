@@ -96,7 +96,7 @@ def dispatch_url(
             }
         )
     )
-    url = sandbox.start_extender(name="extender-dispatch", args=["--job-templates", str(path)])
+    url = sandbox.start_dispatch(name="extender-dispatch", args=["--job-templates", str(path)])
     grant_dispatch(sandbox, "writer")
     AUTH["Authorization"] = f"Bearer {service_account_token(sandbox, 'writer')}"
     yield url

@@ -93,3 +93,64 @@ extenders:
       caFile: /etc/kubernetes/extender-tls/ca.crt
     {{- end }}
 {{- end -}}
+
+{{/* Dispatch runs in its own Deployment (the default) or inside the extender. */}}
+{{- define "loadsched.dispatchSeparate" -}}
+{{- if and .Values.dispatch.enabled .Values.dispatch.separate -}}true{{- end -}}
+{{- end -}}
+
+{{- define "loadsched.dispatchInExtender" -}}
+{{- if and .Values.dispatch.enabled (not .Values.dispatch.separate) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The dispatch room's flags, mounts and volumes, wherever it runs. */}}
+{{- define "loadsched.dispatchArgs" -}}
+- --job-templates=/etc/loadsched/dispatch/templates.yaml
+- --dispatch-auth={{ .Values.dispatch.auth }}
+{{- if eq .Values.dispatch.auth "static" }}
+- --dispatch-tokens-file=/etc/loadsched/tokens/tokens
+{{- end }}
+{{- end -}}
+
+{{- define "loadsched.dispatchMounts" -}}
+- {name: job-templates, mountPath: /etc/loadsched/dispatch, readOnly: true}
+{{- if eq .Values.dispatch.auth "static" }}
+- {name: tokens, mountPath: /etc/loadsched/tokens, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "loadsched.dispatchVolumes" -}}
+- name: job-templates
+  configMap:
+    name: {{ include "loadsched.fullname" . }}-job-templates
+{{- if eq .Values.dispatch.auth "static" }}
+- name: tokens
+  secret:
+    secretName: {{ required "dispatch.staticTokensSecret is required with dispatch.auth static" .Values.dispatch.staticTokensSecret }}
+{{- end }}
+{{- end -}}
+
+{{/* HTTPS for a loadsched endpoint (the extender's, and dispatch's when separate). */}}
+{{- define "loadsched.tlsArgs" -}}
+{{- if .Values.extender.tls.enabled }}
+- --tls-cert-file=/etc/loadsched/tls/tls.crt
+- --tls-key-file=/etc/loadsched/tls/tls.key
+{{- end }}
+{{- end -}}
+
+{{/* What dispatch reads and writes: pods (what nodes hold, its Jobs' pods), its Jobs and
+CronJobs, and token and access reviews for its callers. Nodes come with every extender. */}}
+{{- define "loadsched.dispatchRules" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, watch]
+- apiGroups: [batch]
+  resources: [jobs, cronjobs]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+{{- end -}}
