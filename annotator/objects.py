@@ -3,14 +3,15 @@ them: node addresses (to match Prometheus series), and bindings (for the hot val
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
 from annotator.matching import InstanceIndex, NodeAddresses
 from annotator.windows import BindingWindows
+from shared.node_fit import FitNode, taints_of
 from shared.pods import POD_DECODER, Pod
 
 __all__ = ["POD_DECODER", "BindingStore", "Node", "NodeStore", "Pod", "scheduled_at"]
@@ -35,6 +36,7 @@ class Meta(msgspec.Struct, gc=False):
 
 class NodeSpec(msgspec.Struct, gc=False):
     unschedulable: bool = False
+    taints: list[Any] | None = None
 
 
 class Node(msgspec.Struct, gc=False):
@@ -42,10 +44,13 @@ class Node(msgspec.Struct, gc=False):
     spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
     status: NodeStatus = msgspec.field(default_factory=NodeStatus)
 
-    def capacity(self) -> NodeCapacity:
-        return NodeCapacity(
+    def capacity(self) -> FitNode:
+        """What the reclaim controller needs of a node: room, and whether a pod may go there."""
+        return FitNode(
+            name=self.metadata.name,
             allocatable=self.status.allocatable or {},
             labels=self.metadata.labels or {},
+            taints=taints_of(self.spec.taints),
             unschedulable=self.spec.unschedulable,
         )
 
@@ -55,20 +60,6 @@ class Node(msgspec.Struct, gc=False):
             name=self.metadata.name,
             internal_ips=tuple(a.address for a in found if a.type == "InternalIP"),
             hostnames=tuple(a.address for a in found if a.type == "Hostname"),
-        )
-
-
-@dataclass(frozen=True)
-class NodeCapacity:
-    """What the reclaim controller needs of a node: room, and whether a pod may go there."""
-
-    allocatable: Mapping[str, str]
-    labels: Mapping[str, str]
-    unschedulable: bool
-
-    def admits(self, node_selector: Mapping[str, str] | None) -> bool:
-        return not self.unschedulable and all(
-            self.labels.get(k) == v for k, v in (node_selector or {}).items()
         )
 
 
@@ -99,7 +90,7 @@ class NodeStore:
     def __init__(self, on_new: Callable[[set[str]], None] | None = None) -> None:
         self._listed = False
         self._nodes: dict[str, NodeAddresses] = {}
-        self.capacity: dict[str, NodeCapacity] = {}
+        self.capacity: dict[str, FitNode] = {}
         self._index: InstanceIndex | None = None
         self._on_new = on_new
 

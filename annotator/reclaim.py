@@ -43,6 +43,7 @@ from annotator.objects import NodeStore
 from annotator.recording import EventRecorder, ObjectRef
 from shared.errors import LoadschedError
 from shared.kube.status import send
+from shared.node_fit import tolerations_of
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity, parse_resources, to_quantity
 from shared.quota_ledger import ELASTIC_QUOTAS_PATH, QuotaLedger
@@ -242,16 +243,18 @@ class QuotaController:
             except ValueError as e:
                 logger.warning("pod/%s: %s", pod.key, e)
                 continue
-            rules = Rules.of(
-                Preemptor(uid, namespace, pod.priority, request), ledger.state(without=uid)
+            preemptor = Preemptor(
+                uid,
+                namespace,
+                pod.priority,
+                request,
+                node_selector=pod.spec.nodeSelector or {},
+                tolerations=tolerations_of(pod.spec.tolerations),
             )
+            rules = Rules.of(preemptor, ledger.state(without=uid))
             if not rules.reclaiming:
                 continue
-            nodes = {
-                name: capacity.allocatable
-                for name, capacity in self._nodes.capacity.items()
-                if capacity.admits(pod.spec.nodeSelector)
-            }
+            nodes = self._nodes.capacity  # those the pod may not go to are skipped by the plan
             plan = plan_reclaim(rules, nodes=nodes, pods_by_node=ledger.by_node)
             if plan is None:
                 await self._recorder.record(

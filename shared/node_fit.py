@@ -173,9 +173,9 @@ def _text(value: object) -> str | None:
 
 
 def taints_of(node_spec: object) -> tuple[Taint, ...]:
-    """The taints of a Node's ``spec`` (a dict); entries without a string key and effect, or
-    with a non-string value, are skipped."""
-    raw = node_spec.get("taints") if isinstance(node_spec, Mapping) else None
+    """The taints of a Node's ``spec`` (a dict), or its ``spec.taints`` (a list); entries
+    without a string key and effect, or with a non-string value, are skipped."""
+    raw = node_spec.get("taints") if isinstance(node_spec, Mapping) else node_spec
     found: list[Taint] = []
     for entry in raw if isinstance(raw, list) else ():
         if not isinstance(entry, Mapping):

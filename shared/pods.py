@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
 
 import msgspec
 
@@ -48,6 +49,8 @@ class PodSpec(msgspec.Struct, gc=False):
     priority: int | None = None
     preemptionPolicy: str | None = None
     nodeSelector: dict[str, str] | None = None
+    tolerations: list[Any] | None = None
+    """Raw; :func:`shared.node_fit.tolerations_of` reads them (a malformed one is skipped)."""
     containers: list[Container] | None = None
     initContainers: list[Container] | None = None
     overhead: dict[str, str | int | float] | None = None

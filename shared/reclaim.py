@@ -5,7 +5,8 @@ annotator's reclaim controller (a node for the waiting pod, victims anywhere) bo
 
 What must be freed, a :data:`Need` keyed by (part, resource):
 
-- ``node``: what the node lacks for the pod. Room is taken by bound pods, by pods nominated
+- ``node``: what the node lacks for the pod (:mod:`shared.node_fit` has the arithmetic, and
+  says which nodes the pod may go to at all). Room is taken by bound pods, by pods nominated
   there at the preemptor's priority or above (kube-scheduler keeps room for them), and by
   room already *promised*: pods admitted at filter whose binding the watch has not shown
   (:func:`node_need`);
@@ -29,16 +30,24 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from itertools import islice
 
-from shared.quantity import ResourceList, add, parse_resources
+from shared.node_fit import (
+    POD_SLOT,
+    FitNode,
+    PodNeeds,
+    Toleration,
+    deficit,
+    free_on_node,
+    placement_reason,
+)
+from shared.quantity import ResourceList, add
 from shared.quota import QuotaState
 from shared.quota_ledger import ASSUMED, PodUsage
 
 ZERO = Fraction(0)
-POD_SLOT = {"pods": Fraction(1)}
 SEARCH_STEPS = 4096
 """At most this many steps of the search per node; the greedy pass alone takes one per
 candidate."""
@@ -48,27 +57,6 @@ what the sum of ``min`` needs back."""
 
 Key = tuple[str, str]
 Need = dict[Key, Fraction]
-
-
-def free_on_node(allocatable: Mapping[str, str], pods: Iterable[PodUsage]) -> ResourceList:
-    """Allocatable minus every given pod's request (and one ``pods`` slot each)."""
-    free = parse_resources(allocatable, where="status.allocatable")
-    for usage in pods:
-        for name, value in add(usage.request, POD_SLOT).items():
-            if name in free:
-                free[name] -= value
-    return free
-
-
-def deficit(request: Mapping[str, Fraction], free: Mapping[str, Fraction]) -> ResourceList:
-    """What must be freed for ``request`` to fit; resources the node does not list are not
-    checked (kube-scheduler rejects those before asking the extender)."""
-    need = add(request, POD_SLOT)
-    return {
-        name: value - free[name]
-        for name, value in need.items()
-        if value > 0 and name in free and value > free[name]
-    }
 
 
 def node_need(
@@ -112,6 +100,13 @@ class Preemptor:
     namespace: str
     priority: int
     request: ResourceList
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+    @property
+    def needs(self) -> PodNeeds:
+        """What node fit reads of the pod (:mod:`shared.node_fit`)."""
+        return PodNeeds(self.request, self.node_selector, self.tolerations)
 
 
 @dataclass(frozen=True)
@@ -229,7 +224,9 @@ def victims_on_node(
 ) -> list[PodUsage] | None:
     """The extender's answer for one node kube-scheduler proposes: legal victims there, or
     ``None`` (drop the node). ``proposed``: kube-scheduler's own victims, when all are known;
-    a promised pod among them is on this node. ``ValueError`` for a malformed allocatable."""
+    a promised pod among them is on this node. ``ValueError`` for a malformed allocatable.
+    Only room is checked here: kube-scheduler proposes only nodes that pass its filters not
+    about resources (``nodeSelector``, taints, cordon: unresolvable by preemption)."""
     preemptor = rules.preemptor
     located = [replace(u, node=node, bound=True) for u in proposed or () if u.node == ASSUMED]
     moved = {u.uid for u in located}
@@ -274,13 +271,14 @@ class ReclaimPlan:
 def plan_reclaim(
     rules: Rules,
     *,
-    nodes: Mapping[str, Mapping[str, str]],
+    nodes: Mapping[str, FitNode],
     pods_by_node: Mapping[str, Mapping[str, PodUsage]],
 ) -> ReclaimPlan | None:
     """The reclaim controller's plan for a waiting lender's pod: the node to make room on,
-    among ``nodes`` (those it may run on, by allocatable), with the cheapest legal victims:
-    the fewest online services, then the lowest highest priority, then the fewest pods.
-    ``None`` if no node can be freed."""
+    among those of ``nodes`` it may run on (schedulable, its ``nodeSelector`` matched, every
+    NoSchedule/NoExecute taint tolerated: :func:`shared.node_fit.placement_reason`), with the
+    cheapest legal victims: the fewest online services, then the lowest highest priority,
+    then the fewest pods. ``None`` if no node can be freed."""
     preemptor = rules.preemptor
     everyone = preference_order(
         u for pods in pods_by_node.values() for u in pods.values() if rules.eligible(u)
@@ -291,12 +289,15 @@ def plan_reclaim(
     # where the pod fits, only the sum of min needs victims: the same set for every such node
     quota_only = _select(rules, quota_need, helpers[:POOL_REACH], "") if quota_need else None
     best: tuple[tuple[int, int, int, str], ReclaimPlan] | None = None
+    needs = preemptor.needs
     for node in sorted(nodes):
+        if placement_reason(needs, nodes[node]) is not None:
+            continue
         pods = pods_by_node.get(node, {}).values()
         try:
             short = node_need(
                 preemptor.request,
-                nodes[node],
+                nodes[node].allocatable,
                 (u for u in pods if u.uid != preemptor.uid),
                 priority=preemptor.priority,
             )

@@ -338,6 +338,41 @@ async def test_node_selector_limits_where_room_is_made() -> None:
     assert api.paths("/eviction") == [] and api.events()[-1][1] == "ReclaimImpossible"
 
 
+@pytest.mark.parametrize(
+    ("tolerations", "evicted"),
+    [
+        ([], []),  # n2 is tainted, and n1 cannot be freed without a notebook: impossible
+        (
+            [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}],
+            ["/api/v1/namespaces/a/pods/job-1/eviction"],
+        ),
+        ([{"operator": "Exists"}], ["/api/v1/namespaces/a/pods/job-1/eviction"]),
+        ([{"key": "dedicated", "value": "cpu"}, {"key": 7}], []),  # another value; malformed
+    ],
+)
+async def test_taints_limit_where_room_is_made(
+    tolerations: list[dict[str, Any]], evicted: list[str]
+) -> None:
+    api = FakeAPI()
+    waiting_body = quota_pod("job-2", "b", 5, unschedulable=True)
+    waiting_body["spec"]["tolerations"] = tolerations
+    tainted = NODE_DECODER.decode(
+        msgspec.json.encode(
+            {
+                "metadata": {"name": "n2"},
+                "spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]},
+                "status": {"allocatable": {"cpu": "7", "memory": "64Gi", "pods": "110"}},
+            }
+        )
+    )
+    waiting = POD_DECODER.decode(msgspec.json.encode(waiting_body))
+    controller = story(api, extra_pods=[waiting], nodes=[node("n1"), tainted])
+    await controller.reclaim()
+    assert api.paths("/eviction") == evicted
+    if not evicted:
+        assert api.events()[-1][1] == "ReclaimImpossible"
+
+
 async def test_invalid_quota_is_reported_on_the_object() -> None:
     api = FakeAPI()
     controller = story(api)

@@ -184,9 +184,10 @@ def test_taints_of_skips_malformed_entries() -> None:
         ]
     }
     assert taints_of(spec) == (GPU, Taint("drain", "", "NoExecute"))
+    assert taints_of(spec["taints"]) == (GPU, Taint("drain", "", "NoExecute"))  # the list
 
 
-@pytest.mark.parametrize("spec", [None, {}, {"taints": None}, {"taints": "x"}, [], 3])
+@pytest.mark.parametrize("spec", [None, {}, {"taints": None}, {"taints": "x"}, [], 3, "x"])
 def test_taints_of_anything_else_is_none(spec: object) -> None:
     assert taints_of(spec) == ()
 

@@ -5,13 +5,12 @@ from fractions import Fraction
 
 import pytest
 
+from shared.node_fit import FitNode, Taint, Toleration, deficit, free_on_node
 from shared.quota import ElasticQuota, QuotaState
 from shared.quota_ledger import ASSUMED, PodUsage
 from shared.reclaim import (
     Preemptor,
     Rules,
-    deficit,
-    free_on_node,
     node_need,
     plan_reclaim,
     preference_order,
@@ -74,6 +73,10 @@ def rules_for(
     priority: int = 0,
 ) -> Rules:
     return Rules.of(Preemptor("waiting", namespace, priority, request), state_of(quotas, pods))
+
+
+def fit(nodes: dict[str, dict[str, str]]) -> dict[str, FitNode]:
+    return {name: FitNode(name, allocatable) for name, allocatable in nodes.items()}
 
 
 def by_node(pods: list[PodUsage]) -> dict[str, dict[str, PodUsage]]:
@@ -237,7 +240,7 @@ def test_sum_of_min_needs_victims_although_the_node_has_room() -> None:
     nodes = {"n1": {"cpu": "16", "pods": "110"}, "n2": SEVEN, "n3": SEVEN}
     rules = rules_for(QUOTAS, pods, "b", cpu(5))
     assert rules.quota_need() == {("pool", "cpu"): 2}
-    plan = plan_reclaim(rules, nodes=nodes, pods_by_node=by_node(pods))
+    plan = plan_reclaim(rules, nodes=fit(nodes), pods_by_node=by_node(pods))
     # lowest priority, then newest: a3 (3 CPU, on n2) covers the 2; the pod goes to n1
     assert plan is not None and plan.node == "n1"
     assert [v.name for v in plan.victims] == ["a3"]
@@ -249,8 +252,10 @@ def test_sum_of_min_needs_victims_although_the_node_has_room() -> None:
 def test_no_plan_when_it_would_push_a_lender_below_min() -> None:
     pods = [usage("j0", "a", 2), usage("j1", "a", 2), usage("j2", "a", 3)]
     rules = rules_for(QUOTAS, pods, "b", cpu(5))
-    assert plan_reclaim(rules, nodes={"n1": SEVEN}, pods_by_node=by_node(pods)) is None
-    fits = plan_reclaim(rules_for(QUOTAS, [], "b", cpu(0.5)), nodes={"n1": SEVEN}, pods_by_node={})
+    assert plan_reclaim(rules, nodes=fit({"n1": SEVEN}), pods_by_node=by_node(pods)) is None
+    fits = plan_reclaim(
+        rules_for(QUOTAS, [], "b", cpu(0.5)), nodes=fit({"n1": SEVEN}), pods_by_node={}
+    )
     assert fits is not None and fits.victims == []
 
 
@@ -264,9 +269,70 @@ def test_the_user_story_evicts_one_job_pod_never_a_notebook() -> None:
         usage("nb-1", "a", 2, "n2", priority=1000000, never=True),
     ]
     rules = rules_for(QUOTAS, pods, "b", cpu(5))
-    plan = plan_reclaim(rules, nodes={"n1": SEVEN, "n2": SEVEN}, pods_by_node=by_node(pods))
+    plan = plan_reclaim(rules, nodes=fit({"n1": SEVEN, "n2": SEVEN}), pods_by_node=by_node(pods))
     assert plan is not None and plan.node == "n2"
     assert [v.name for v in plan.victims] == ["job-1"]
+
+
+GPU = Taint("dedicated", "gpu", "NoSchedule")
+STORY = [
+    usage("job-0", "a", 2, "n1"),
+    usage("nb-0", "a", 2, "n1", priority=1000000, never=True),
+    usage("job-1-b", "b", 3, "n1"),
+    usage("job-1", "a", 2, "n2", created="2026-11-22T10:01:00Z"),
+    usage("nb-1", "a", 2, "n2", priority=1000000, never=True),
+]
+
+
+TEN = {"cpu": "10", "pods": "110"}
+
+
+@pytest.mark.parametrize(
+    ("n1", "selector", "tolerations", "node", "victims"),
+    [
+        # n1 (first by name of two equally cheap plans) when the pod may go there
+        (FitNode("n1", TEN), {}, (), "n1", ["job-0"]),
+        (FitNode("n1", TEN, labels={"pool": "x"}), {"pool": "x"}, (), "n1", ["job-0"]),
+        (
+            FitNode("n1", TEN, taints=(GPU,)),
+            {},
+            (Toleration("dedicated", "Exists", "", ""),),
+            "n1",
+            ["job-0"],
+        ),
+        (
+            FitNode("n1", TEN, taints=(Taint("soft", "", "PreferNoSchedule"),)),
+            {},
+            (),
+            "n1",
+            ["job-0"],
+        ),
+        # else room is made on n2 (whose labels match no selector)
+        (FitNode("n1", TEN, taints=(GPU,)), {}, (), "n2", ["job-1"]),
+        (FitNode("n1", TEN, taints=(Taint("drain", "", "NoExecute"),)), {}, (), "n2", ["job-1"]),
+        (FitNode("n1", TEN, unschedulable=True), {}, (), "n2", ["job-1"]),
+        (FitNode("n1", TEN, labels={"pool": "y"}), {"pool": "x"}, (), None, None),
+        (FitNode("n1", TEN), {"pool": "x"}, (), None, None),
+    ],
+)
+def test_plan_goes_only_where_the_pod_may_run(
+    n1: FitNode,
+    selector: dict[str, str],
+    tolerations: tuple[Toleration, ...],
+    node: str | None,
+    victims: list[str] | None,
+) -> None:
+    # b (within its min) wants 5 CPU: n1 (10) has 3 free, n2 (7) has 3; each plan takes one
+    # of a's job pods (a may give back 2 and stay within its min of 6)
+    state = state_of(QUOTAS, STORY)
+    preemptor = Preemptor("waiting", "b", 0, cpu(5), selector, tolerations)
+    nodes = {"n1": n1, "n2": FitNode("n2", SEVEN)}
+    plan = plan_reclaim(Rules.of(preemptor, state), nodes=nodes, pods_by_node=by_node(STORY))
+    if node is None:
+        assert plan is None
+    else:
+        assert plan is not None and plan.node == node
+        assert [v.name for v in plan.victims] == victims
 
 
 # -- preempt: room already promised -----------------------------------------------------------

@@ -21,6 +21,7 @@ from itertools import combinations
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from shared.node_fit import FitNode
 from shared.quota import ElasticQuota, QuotaState
 from shared.quota_ledger import PodUsage
 from shared.reclaim import Preemptor, Rules, plan_reclaim, victims_on_node
@@ -155,6 +156,9 @@ class Cluster:
             for n, alloc in self.nodes.items()
         }
 
+    def fit_nodes(self) -> dict[str, FitNode]:
+        return {n: FitNode(n, alloc) for n, alloc in self.allocatable().items()}
+
     def rules(self, namespace: str, request: Res, priority: int = 0) -> Rules:
         return Rules.of(Preemptor("waiting", namespace, priority, request), self.state())
 
@@ -241,7 +245,7 @@ def test_a_plan_is_valid_and_none_only_when_no_legal_set_exists(
     assume(cluster.lender(ns, request))
     rules = cluster.rules(ns, request, waiting.priority)
     assert rules.reclaiming
-    plan = plan_reclaim(rules, nodes=cluster.allocatable(), pods_by_node=cluster.by_node())
+    plan = plan_reclaim(rules, nodes=cluster.fit_nodes(), pods_by_node=cluster.by_node())
     if plan is None:
         assert not cluster.legal_set_exists(ns, request)
         return
@@ -292,7 +296,7 @@ def test_after_reclaim_settles(cluster: Cluster, lenders: list[Arrival]) -> None
             if not cluster.lender(arrival.namespace, arrival.request):
                 continue
             rules = cluster.rules(arrival.namespace, arrival.request, arrival.priority)
-            plan = plan_reclaim(rules, nodes=cluster.allocatable(), pods_by_node=cluster.by_node())
+            plan = plan_reclaim(rules, nodes=cluster.fit_nodes(), pods_by_node=cluster.by_node())
             if plan is None or not plan.victims:
                 continue
             gone = {v.uid for v in plan.victims}
