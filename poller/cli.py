@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -114,7 +113,9 @@ def log_pass(report: PassReport) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if importlib.util.find_spec("sqlalchemy") is None:
+    try:
+        import sqlalchemy  # noqa: F401
+    except ImportError:
         sys.stderr.write(f"{MISSING_SQLALCHEMY}\n")
         return 2
     try:
