@@ -58,53 +58,88 @@ class Annotator:
 
     def __post_init__(self) -> None:
         self.jobs = MetricJob.all_from(self.policy)
-        self.elector: LeaderElector | None = None
-        if self.settings.leader_elect and not self.settings.once:
-            self.elector = LeaderElector(
-                self.kube,
-                name=self.settings.lease_name,
-                namespace=self.settings.lease_namespace,
-                identity=self.settings.identity,
-                on_change=lambda lead: self.metrics.leader.set(int(lead)),
-            )
+        self.elector = self._leader_elector()
         self.nodes = NodeStore(on_new=lambda names: self.runner.nodes_added(names))
-        self.sync = AnnotationSync(
-            policy=self.policy,
-            prometheus=self.prometheus,
-            nodes=self.nodes,
-            patcher=NodePatcher(self.kube),
-            windows=BindingWindows(self.policy.spec.hot_value),
-            metrics=self.metrics,
-            clock=self.clock,
-            may_write=self.may_write,
-            concurrency=self.settings.write_concurrency,
-            dry_run=self.settings.dry_run,
-        )
+        self.sync = self._annotation_sync(hot_value_windows(self.policy))
         self.runner = Runner(self.sync, self.jobs)
-        self.node_reflector = Reflector[Node](
-            client=self.kube,
-            path="/api/v1/nodes",
-            decode=NODE_DECODER.decode,
-            store=self.nodes,
-            name="nodes",
-        )
+        self.node_reflector = self._node_watch()
         bindings = BindingStore(
             self.sync.windows, clock=self.clock, on_change=self.runner.bindings_changed
         )
         self.quotas: QuotaController | None = None
         self.quota_reflector: Reflector[QuotaObject] | None = None
         if not self.settings.elastic_quota:
-            self.pod_reflector = Reflector[Pod](
-                client=self.kube,
-                path="/api/v1/pods",
-                decode=POD_DECODER.decode,
-                store=bindings,
-                name="bound pods",
-                field_selector="spec.nodeName!=",
-            )
+            self.pod_reflector = self._bound_pod_watch(bindings)
             return
         ledger = QuotaLedger()
-        self.quotas = QuotaController(
+        self.quotas = self._quota_controller(ledger)
+        # every pod: bound ones for hot values and quota use, unschedulable ones for reclaim
+        self.pod_reflector = self._pod_watch(
+            FanOut[Pod](bindings, ledger.pod_store, self.quotas.waiting)
+        )
+        self.quota_reflector = self._quota_watch(ledger)
+
+    # -- the wiring, one piece each -------------------------------------------------------------
+
+    def _leader_elector(self) -> LeaderElector | None:
+        """The Lease election, unless disabled or running one round (``--once``)."""
+        if not self.settings.leader_elect or self.settings.once:
+            return None
+        return LeaderElector(
+            self.kube,
+            name=self.settings.lease_name,
+            namespace=self.settings.lease_namespace,
+            identity=self.settings.identity,
+            on_change=lambda lead: self.metrics.leader.set(int(lead)),
+        )
+
+    def _annotation_sync(self, windows: BindingWindows) -> AnnotationSync:
+        """Queries Prometheus and writes node annotations (only while this replica leads)."""
+        return AnnotationSync(
+            policy=self.policy,
+            prometheus=self.prometheus,
+            nodes=self.nodes,
+            patcher=NodePatcher(self.kube),
+            windows=windows,
+            metrics=self.metrics,
+            clock=self.clock,
+            may_write=self.may_write,
+            concurrency=self.settings.write_concurrency,
+            dry_run=self.settings.dry_run,
+        )
+
+    def _node_watch(self) -> Reflector[Node]:
+        return Reflector[Node](
+            client=self.kube,
+            path="/api/v1/nodes",
+            decode=NODE_DECODER.decode,
+            store=self.nodes,
+            name="nodes",
+        )
+
+    def _bound_pod_watch(self, bindings: BindingStore) -> Reflector[Pod]:
+        """Without elastic quotas only bound pods matter (for hot values)."""
+        return Reflector[Pod](
+            client=self.kube,
+            path="/api/v1/pods",
+            decode=POD_DECODER.decode,
+            store=bindings,
+            name="bound pods",
+            field_selector="spec.nodeName!=",
+        )
+
+    def _pod_watch(self, store: FanOut[Pod]) -> Reflector[Pod]:
+        return Reflector[Pod](
+            client=self.kube,
+            path="/api/v1/pods",
+            decode=POD_DECODER.decode,
+            store=store,
+            name="pods",
+        )
+
+    def _quota_controller(self, ledger: QuotaLedger) -> QuotaController:
+        """``status.used`` of every ElasticQuota and reclaim of lent capacity (leader only)."""
+        return QuotaController(
             kube=self.kube,
             ledger=ledger,
             nodes=self.nodes,
@@ -115,21 +150,17 @@ class Annotator:
             evictions_per_minute=self.settings.evictions_per_minute,
             grace_seconds=self.settings.eviction_grace_seconds,
         )
-        # every pod: bound ones for hot values and quota use, unschedulable ones for reclaim
-        self.pod_reflector = Reflector[Pod](
-            client=self.kube,
-            path="/api/v1/pods",
-            decode=POD_DECODER.decode,
-            store=FanOut[Pod](bindings, ledger.pod_store, self.quotas.waiting),
-            name="pods",
-        )
-        self.quota_reflector = Reflector[QuotaObject](
+
+    def _quota_watch(self, ledger: QuotaLedger) -> Reflector[QuotaObject]:
+        return Reflector[QuotaObject](
             client=self.kube,
             path=ELASTIC_QUOTAS_PATH,
             decode=QUOTA_DECODER.decode,
             store=FanOut[QuotaObject](ledger.quota_store, _Nudge(self._wake_quotas)),
             name="elasticquotas",
         )
+
+    # -- running --------------------------------------------------------------------------------
 
     def _wake_quotas(self) -> None:
         if self.quotas is not None:
@@ -234,18 +265,28 @@ async def _changed(elector: LeaderElector | None, poll: float = 0.5) -> None:
         await asyncio.wait_for(elector.leading_changed.wait(), timeout=poll)
 
 
-async def serve(
-    settings: AnnotatorSettings,
-    *,
-    endpoint: KubeEndpoint | None = None,
-    kube_transport: httpx.AsyncBaseTransport | None = None,
-    prometheus_transport: httpx.AsyncBaseTransport | None = None,
-) -> int:
-    policy = load_policy(settings.policy) if settings.policy else default_policy()
-    if endpoint is None:
-        endpoint = load_endpoint(
-            str(settings.kubeconfig) if settings.kubeconfig else None, context=settings.kube_context
-        )
+def hot_value_windows(policy: DynamicSchedulerPolicy) -> BindingWindows:
+    """Bindings per node in one sliding window per ``hotValue`` entry of the policy."""
+    return BindingWindows(policy.spec.hot_value)
+
+
+def policy_of(settings: AnnotatorSettings) -> DynamicSchedulerPolicy:
+    """The policy file given, else crane's defaults."""
+    return load_policy(settings.policy) if settings.policy else default_policy()
+
+
+def kube_endpoint(settings: AnnotatorSettings) -> KubeEndpoint:
+    """The API server from the kubeconfig given (or in-cluster / the default kubeconfig)."""
+    return load_endpoint(
+        str(settings.kubeconfig) if settings.kubeconfig else None, context=settings.kube_context
+    )
+
+
+def prometheus_client(
+    settings: AnnotatorSettings, transport: httpx.AsyncBaseTransport | None = None
+) -> PrometheusClient:
+    if settings.prometheus_url is None:  # load_settings guarantees one
+        raise ConfigError(flag_and_variable("prometheus_url"), "", "required")
     auth = PrometheusAuth(
         bearer_token_file=settings.prometheus_bearer_token_file,
         username=settings.prometheus_username,
@@ -253,14 +294,34 @@ async def serve(
         ca_file=settings.prometheus_ca_file,
         insecure_skip_verify=settings.prometheus_insecure_skip_verify,
     )
-    if settings.prometheus_url is None:  # load_settings guarantees one
-        raise ConfigError(flag_and_variable("prometheus_url"), "", "required")
-    prometheus = PrometheusClient(
+    return PrometheusClient(
         settings.prometheus_url,
         auth=auth,
         timeout=settings.prometheus_timeout,
-        transport=prometheus_transport,
+        transport=transport,
     )
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (the annotator shuts down in its own order)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def serve(
+    settings: AnnotatorSettings,
+    *,
+    endpoint: KubeEndpoint | None = None,
+    kube_transport: httpx.AsyncBaseTransport | None = None,
+    prometheus_transport: httpx.AsyncBaseTransport | None = None,
+) -> int:
+    policy = policy_of(settings)
+    if endpoint is None:
+        endpoint = kube_endpoint(settings)
+    prometheus = prometheus_client(settings, prometheus_transport)
     # Writes, the lease, the watches and the quota controller share the client.
     connections = settings.write_concurrency + 6
     async with endpoint.client(transport=kube_transport, max_connections=connections) as kube:
@@ -268,11 +329,7 @@ async def serve(
             annotator = Annotator(settings, policy, kube, prometheus)
             if settings.once:
                 return await annotator.run_once()
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, stop.set)
-            await annotator.run(stop)
+            await annotator.run(stop_on_signals())
             return 0
         finally:
             await prometheus.aclose()
