@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from extender import health
+from extender.capacity import NodeCapacity
 from extender.dispatch.authorizing import Authorizer, Identity, load_static_tokens
 from extender.dispatch.building import TEMPLATE_LABEL
 from extender.dispatch.caches import (
@@ -208,8 +209,7 @@ def start_dispatch(
         client=client,
         jobs=jobs_store,
         pods=pods,
-        ledger=ledger,
-        nodes=node_cache,
+        capacity=NodeCapacity(node_cache, ledger),
         clock=state.clock,
         retry_after=state.settings.dispatch_retry_after,
         cronjobs=cronjobs_store,

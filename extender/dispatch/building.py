@@ -98,6 +98,12 @@ def build_job(
         "serviceAccountName": template.service_account_name,
     }
     pod_spec.update({k: v for k, v in names.items() if v is not None})
+    if template.node_selector:
+        pod_spec["nodeSelector"] = dict(template.node_selector)
+    if template.tolerations:
+        pod_spec["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_defaults=True) for t in template.tolerations
+        ]
     spec: dict[str, Any] = {
         "backoffLimit": template.backoff_limit,
         "template": {"metadata": {"labels": labels}, "spec": pod_spec},

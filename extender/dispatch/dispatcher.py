@@ -2,9 +2,11 @@
 watch caches (no LIST per request).
 
 Backpressure refuses a new key while the template has ``maxPending`` Pending pods, or
-``maxActive`` active Jobs, or while no schedulable node can fit the pod's requests
-(allocatable minus what bound pods request, and not overloaded by the load model). A key seen
-before is answered with its existing Job whatever the pressure: retrying is always safe.
+``maxActive`` active Jobs, or while no node can take one of its pods: its requests (against
+allocatable minus what bound pods request), ``nodeSelector`` and tolerations, checked by
+:mod:`shared.node_fit` on the nodes :class:`shared.capacity.Capacity` gives (those the load
+model does not refuse). A key seen before is answered with its existing Job whatever the
+pressure: retrying is always safe.
 """
 
 from __future__ import annotations
@@ -29,12 +31,11 @@ from extender.dispatch.caches import (
     TemplatePodStore,
 )
 from extender.dispatch.templates import JobTemplate
-from extender.scheduling.node_view import NodeLoadCache
+from shared.capacity import Capacity, nowhere_fits
 from shared.errors import APIConflictError
 from shared.kube.status import send
+from shared.node_fit import PodNeeds, Toleration
 from shared.quantity import parse_resources
-from shared.quota_ledger import QuotaLedger
-from shared.reclaim import deficit, free_on_node
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,18 @@ class Dispatched(Generic[T]):
     created: bool
 
 
+def pod_needs(template: JobTemplate) -> PodNeeds:
+    """What node fit reads of the pods ``template`` makes."""
+    return PodNeeds(
+        requests=parse_resources(template.resources.get("requests"), where="requests"),
+        node_selector=template.node_selector,
+        tolerations=tuple(
+            Toleration(t.key, t.operator, t.value, t.effect, t.toleration_seconds)
+            for t in template.tolerations
+        ),
+    )
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -63,8 +76,7 @@ class Dispatcher:
         client: httpx.AsyncClient,
         jobs: JobStore,
         pods: TemplatePodStore,
-        ledger: QuotaLedger,
-        nodes: NodeLoadCache,
+        capacity: Capacity,
         clock: Callable[[], datetime],
         retry_after: int = 10,
         cronjobs: CronJobStore | None = None,
@@ -76,8 +88,7 @@ class Dispatcher:
         self._client = client
         self.jobs = jobs
         self.pods = pods
-        self._ledger = ledger
-        self._nodes = nodes
+        self._capacity = capacity
         self._clock = clock
         self._retry_after = retry_after
 
@@ -93,26 +104,21 @@ class Dispatcher:
             if active >= template.max_active:
                 limit = template.max_active
                 return f"template {template.name} has {active} active Jobs (maxActive {limit})"
-        if not self.fits_somewhere(template):
-            return (
-                f"no schedulable node can fit a pod of template {template.name} "
-                f"(requests {template.resources.get('requests', {})})"
-            )
-        return None
+        return self.no_node_fits(template)
+
+    def no_node_fits(self, template: JobTemplate) -> str | None:
+        """Why no node could take a pod of ``template`` now (its requests, ``nodeSelector``
+        and tolerations against every node the load model does not refuse), or ``None``."""
+        reason = nowhere_fits(pod_needs(template), self._capacity.fit_nodes(self._clock()))
+        if reason is None:
+            return None
+        return (
+            f"no schedulable node can fit a pod of template {template.name} "
+            f"(requests {template.resources.get('requests', {})}): {reason}"
+        )
 
     def fits_somewhere(self, template: JobTemplate) -> bool:
-        request = parse_resources(template.resources.get("requests"), where="requests")
-        view = self._nodes.view(self._clock())
-        for node, allocatable in self._nodes.allocatable.items():
-            if node in view.refusals or self._nodes.is_unschedulable(node):
-                continue
-            try:
-                free = free_on_node(allocatable, self._ledger.by_node.get(node, {}).values())
-            except ValueError:
-                continue
-            if not deficit(request, free):
-                return True
-        return False
+        return self.no_node_fits(template) is None
 
     async def dispatch(
         self, template: JobTemplate, key: str, data: Mapping[str, str], overrides: Mapping[str, int]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -64,6 +64,24 @@ class EnvVar(_Strict):
     value: str
 
 
+class PodToleration(_Strict):
+    """A toleration as in a pod spec; an empty key needs ``Exists``, which takes no value."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    toleration_seconds: int | None = Field(default=None, alias="tolerationSeconds")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PodToleration:
+        if not self.key and self.operator != "Exists":
+            raise ValueError("an empty key tolerates every taint only with operator Exists")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("operator Exists takes no value")
+        return self
+
+
 class JobTemplate(_Strict):
     name: str = Field(pattern=DNS_LABEL, max_length=40)
     namespace: str = Field(pattern=DNS_LABEL, max_length=63)
@@ -82,6 +100,9 @@ class JobTemplate(_Strict):
     priority_class_name: str | None = Field(default=None, alias="priorityClassName")
     scheduler_name: str | None = Field(default=None, alias="schedulerName")
     service_account_name: str | None = Field(default=None, alias="serviceAccountName")
+    node_selector: dict[str, str] = Field(default={}, alias="nodeSelector")
+    """The pods' ``nodeSelector``; the "no node fits" check honours it, and ``tolerations``."""
+    tolerations: list[PodToleration] = []
     completions: int | None = Field(default=None, ge=1)
     parallelism: int | None = Field(default=None, ge=0)
     backoff_limit: int = Field(default=0, ge=0, alias="backoffLimit")

@@ -17,6 +17,7 @@ import msgspec
 from extender.scheduling.wire import NODE_DECODER, HostPriority, Node
 from shared.annotations import Sample
 from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate, future_detail
+from shared.node_fit import FitNode, taints_of
 
 logger = logging.getLogger(__name__)
 
@@ -163,8 +164,9 @@ class NodeLoadCache:
         self._expiries: list[tuple[datetime, str]] = []
         self._as_of: datetime | None = None
         self.allocatable: dict[str, Mapping[str, str]] = {}
-        self._cordoned: set[str] = set()
         """Each node's ``status.allocatable`` as sent (for preemption arithmetic)."""
+        self.fit_nodes: dict[str, FitNode] = {}
+        """Each node as node fit reads it: allocatable, labels, taints, cordoned."""
         self.future_warnings = FutureTimestampWarnings()
 
     def __len__(self) -> int:
@@ -174,7 +176,8 @@ class NodeLoadCache:
         return self.allocatable.get(name)
 
     def is_unschedulable(self, name: str) -> bool:
-        return name in self._cordoned
+        node = self.fit_nodes.get(name)
+        return node is not None and node.unschedulable
 
     def get(self, name: str) -> CachedLoad | None:
         return self._nodes.get(name)
@@ -192,7 +195,7 @@ class NodeLoadCache:
             for node in items
         }
         self.allocatable = {node.metadata.name: node.status.allocatable or {} for node in items}
-        self._cordoned = {node.metadata.name for node in items if node.spec.unschedulable}
+        self.fit_nodes = {node.metadata.name: fit_node(node) for node in items}
         self._dirty = set(self._nodes) | set(old)
 
     def apply(self, event: str, item: Node) -> None:
@@ -200,13 +203,10 @@ class NodeLoadCache:
         if event == "DELETED":
             self._nodes.pop(name, None)
             self.allocatable.pop(name, None)
-            self._cordoned.discard(name)
+            self.fit_nodes.pop(name, None)
         else:
             self.allocatable[name] = item.status.allocatable or {}
-            if item.spec.unschedulable:
-                self._cordoned.add(name)
-            else:
-                self._cordoned.discard(name)
+            self.fit_nodes[name] = fit_node(item)
             previous = self._nodes.get(name)
             entry = cached_load(
                 name, item.metadata.annotations, self._rules, previous, self.future_warnings
@@ -243,6 +243,22 @@ class NodeLoadCache:
 
 def decode_node(raw: bytes | msgspec.Raw) -> Node:
     return NODE_DECODER.decode(raw)
+
+
+def fit_node(node: Node) -> FitNode:
+    """``node`` as :mod:`shared.node_fit` reads it; labels that are not strings and malformed
+    taints are left out."""
+    labels = msgspec.json.decode(node.metadata.labels) if node.metadata.labels else None
+    taints = msgspec.json.decode(node.spec.taints) if node.spec.taints else None
+    return FitNode(
+        name=node.metadata.name,
+        allocatable=node.status.allocatable or {},
+        labels={k: v for k, v in labels.items() if isinstance(v, str)}
+        if isinstance(labels, dict)
+        else {},
+        taints=taints_of({"taints": taints}),
+        unschedulable=node.spec.unschedulable,
+    )
 
 
 class RequestMemo:

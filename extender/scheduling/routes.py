@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 from starlette.types import Receive, Scope, Send
 
+from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.quota_gate import InvalidPod
-from extender.scheduling.verbs import InvalidNode, NamesOnlyUnavailable
+from extender.scheduling.verbs import InvalidNode, LoadAwareExtender, NamesOnlyUnavailable
 from extender.scheduling.wire import (
     ARGS_DECODER,
     ENCODER,
@@ -29,7 +30,6 @@ from extender.scheduling.wire import (
     FilterResult,
     encode_filter_result,
 )
-from extender.state import ExtenderState
 
 logger = logging.getLogger(__name__)
 
@@ -87,10 +87,27 @@ def _args(body: bytes) -> ExtenderArgs:
     return args
 
 
+class BodyLimit(Protocol):
+    @property
+    def max_body_bytes(self) -> int: ...
+
+
+class VerbsState(Protocol):
+    """What the verbs read of the process's state (:class:`extender.state.ExtenderState`),
+    named here so that this room does not import the state of both."""
+
+    @property
+    def settings(self) -> BodyLimit: ...
+    @property
+    def metrics(self) -> ExtenderMetrics: ...
+    @property
+    def extender(self) -> LoadAwareExtender: ...
+
+
 class SchedulerVerbs:
     """The three verbs of one extender, as an ASGI app."""
 
-    def __init__(self, state: ExtenderState) -> None:
+    def __init__(self, state: VerbsState) -> None:
         self._state = state
         self._decide: dict[str, Callable[[bytes], tuple[int, Any]]] = {
             "filter": self._filter,

@@ -19,6 +19,8 @@ PodInfo = Pod
 class NodeMeta(msgspec.Struct, gc=False):
     name: str = ""
     annotations: dict[str, str] | None = None
+    labels: msgspec.Raw = msgspec.Raw()
+    """Kept raw (never validated here): read for node fit by the node watch only."""
 
 
 class NodeStatus(msgspec.Struct, gc=False):
@@ -27,6 +29,8 @@ class NodeStatus(msgspec.Struct, gc=False):
 
 class NodeSpec(msgspec.Struct, gc=False):
     unschedulable: bool = False
+    taints: msgspec.Raw = msgspec.Raw()
+    """Kept raw, like ``metadata.labels``."""
 
 
 class Node(msgspec.Struct, gc=False):
