@@ -15,8 +15,17 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from shared.errors import APIError, APINotFoundError, APITransientError, APIUnreachableError
-from shared.kube.status import send
+from shared.errors import (
+    APIConflictError,
+    APIError,
+    APINotFoundError,
+    APITooManyRequestsError,
+    APIUnreachableError,
+)
+from shared.kube import creating
+from shared.kube.paths import PODS
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +46,10 @@ async def evict(
     name: str,
     uid: str,
     grace_seconds: int | None,
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> tuple[Eviction, str]:
-    """Ask the API server to evict the pod; the pod's UID is a precondition."""
+    """Ask the API server to evict the pod; the pod's UID is a precondition. Tried once, with
+    ``retry``'s timeout: a 429 is a PodDisruptionBudget's answer, asked again next pass."""
     delete_options: dict[str, object] = {"preconditions": {"uid": uid}}
     if grace_seconds is not None:
         delete_options["gracePeriodSeconds"] = grace_seconds
@@ -49,22 +60,23 @@ async def evict(
         "deleteOptions": delete_options,
     }
     try:
-        await send(
+        await creating.create(
             client,
-            "POST",
-            f"/api/v1/namespaces/{namespace}/pods/{name}/eviction",
+            PODS,
+            body,
+            namespace=namespace,
+            name=name,
+            subresource="eviction",
             what=f"pod/{namespace}/{name}: evict",
-            json=body,
+            retry=retry.once(),
         )
     except APINotFoundError:
         return Eviction.GONE, "pod is gone"
-    except APITransientError as e:
-        if e.status == 429:
-            return Eviction.BLOCKED, e.message
-        return Eviction.FAILED, str(e)
+    except APITooManyRequestsError as e:
+        return Eviction.BLOCKED, e.message
+    except APIConflictError as e:  # the UID precondition failed: a new pod of the same name
+        return Eviction.GONE, e.message
     except APIError as e:
-        if e.status == 409:  # the UID precondition failed: a new pod of the same name
-            return Eviction.GONE, e.message
         return Eviction.FAILED, str(e)
     except APIUnreachableError as e:
         return Eviction.FAILED, str(e)

@@ -37,7 +37,10 @@ from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.wire import PodInfo
 from shared.annotations import format_timestamp
 from shared.errors import APIError, APIUnreachableError
-from shared.kube.status import send
+from shared.kube import patching
+from shared.kube.paths import NODES
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 from shared.policy import HOT_VALUE_KEY
 from shared.quantity import ResourceList
 
@@ -200,8 +203,10 @@ class Requeuer:
         clock: Callable[[], datetime],
         period: float,
         min_interval: float,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self.tracker = tracker
+        self._retry = retry
         self._cache = node_cache
         self._quota = quota
         self._fail_closed = fail_closed
@@ -253,13 +258,15 @@ class Requeuer:
         """Write the requeue annotation; on failure the transitions stay pending."""
         value = f"{cause},{format_timestamp(self._clock())}"
         try:
-            await send(
+            await patching.patch(  # sets one fixed value: idempotent
                 client,
-                "PATCH",
-                f"/api/v1/nodes/{node}",
+                NODES,
+                node,
+                {"metadata": {"annotations": {REQUEUE_ANNOTATION: value}}},
                 what=f"node/{node}",
-                json={"metadata": {"annotations": {REQUEUE_ANNOTATION: value}}},
-                headers={"Content-Type": "application/merge-patch+json"},
+                retry=self._retry,
+                idempotent=True,
+                conflicts=True,
             )
         except (APIError, APIUnreachableError) as e:
             self._metrics.requeue_writes.labels("error").inc()

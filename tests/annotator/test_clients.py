@@ -4,6 +4,7 @@ import pytest
 from annotator.patching import NodePatcher
 from annotator.prometheus import PrometheusAuth, PrometheusClient, PrometheusError
 from shared.errors import APIError
+from shared.kube.retrying import RetryPolicy
 from tests.annotator.fakes import FakeNodesAPI, FakePrometheus
 
 pytestmark = pytest.mark.anyio
@@ -77,7 +78,7 @@ async def test_auth_files_are_read_per_request(tmp_path) -> None:
 
 def patcher(fake: FakeNodesAPI) -> NodePatcher:
     client = httpx.AsyncClient(base_url="https://api", transport=fake.transport())
-    return NodePatcher(client, attempts=4, max_wait=0.01, first_wait=0)
+    return NodePatcher(client, retry=RetryPolicy(attempts=4, backoff=0.001, backoff_max=0.001))
 
 
 async def test_patch_is_one_merge_patch_of_annotations() -> None:

@@ -7,14 +7,15 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
+from annotator.hot_value import BindingWindows
 from annotator.matching import NodeAddresses
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import Address, Meta, Node, NodeStatus, NodeStore
 from annotator.patching import NodePatcher
 from annotator.prometheus import PrometheusClient
 from annotator.runner import Runner
-from annotator.sync import AnnotationSync, MetricJob
-from annotator.windows import BindingWindows
+from annotator.sync import AnnotationSync, MetricSync
+from shared.kube.retrying import RetryPolicy
 from shared.policy import DynamicSchedulerPolicy, default_policy, parse_policy
 from tests.annotator.fakes import FakeNodesAPI, FakePrometheus
 
@@ -57,7 +58,7 @@ class Harness:
             nodes=self.nodes,
             patcher=NodePatcher(
                 httpx.AsyncClient(base_url="https://api", transport=self.api.transport()),
-                max_wait=0.01,
+                retry=RetryPolicy(backoff=0.001, backoff_max=0.01),
             ),
             windows=BindingWindows(policy.spec.hot_value),
             metrics=self.metrics,
@@ -74,21 +75,27 @@ class Harness:
 
 
 DEFAULT = default_policy()
-JOBS = MetricJob.all_from(DEFAULT)
+METRICS = MetricSync.all_from(DEFAULT)
 ALL = {
-    job.name: [("10.0.0.1:9100", 10.0 * (i + 1)), ("10.0.0.2:9100", 50.0), ("10.9.9.9:9100", 1.0)]
-    for i, job in enumerate(JOBS)
+    metric.name: [
+        ("10.0.0.1:9100", 10.0 * (i + 1)),
+        ("10.0.0.2:9100", 50.0),
+        ("10.9.9.9:9100", 1.0),
+    ]
+    for i, metric in enumerate(METRICS)
 }
 
 
 async def test_one_query_per_metric_and_one_patch_per_node() -> None:
     h = Harness(DEFAULT, ALL)
-    report = await h.sync.sync(JOBS)
-    assert sorted(h.prometheus.queries) == sorted(job.name for job in JOBS)
+    report = await h.sync.sync(METRICS)
+    assert sorted(h.prometheus.queries) == sorted(metric.name for metric in METRICS)
     assert [name for name, _ in h.api.patches].count("n1") == 1
     assert report.queries == 6 and report.writes == 2  # n3 has no series
     written = h.written()
-    assert written["n1"] == {job.name: f"{0.1 * (i + 1):.5f},{STAMP}" for i, job in enumerate(JOBS)}
+    assert written["n1"] == {
+        metric.name: f"{0.1 * (i + 1):.5f},{STAMP}" for i, metric in enumerate(METRICS)
+    }
     assert set(written) == {"n1", "n2"}
     text = h.metrics.registry.get_sample_value
     assert text("loadsched_annotator_nodes_unmatched", {"metric": "cpu_usage_avg_5m"}) == 1
@@ -101,7 +108,7 @@ async def test_a_failing_metric_is_skipped_and_counted() -> None:
     series["cpu_usage_avg_5m"] = 500
     series["mem_usage_avg_5m"] = []
     h = Harness(DEFAULT, series)
-    report = await h.sync.sync(JOBS)
+    report = await h.sync.sync(METRICS)
     assert report.failed_metrics == ["cpu_usage_avg_5m", "mem_usage_avg_5m"]
     assert "cpu_usage_avg_5m" not in h.written()["n1"]
     assert "cpu_usage_max_avg_1h" in h.written()["n1"]
@@ -126,7 +133,7 @@ async def test_hot_values_ride_along_and_fall_back_to_zero() -> None:
     h = Harness(DEFAULT, ALL)
     for i in range(4):
         h.sync.windows.record("n2", f"u{i}", NOW - timedelta(seconds=10), NOW)
-    await h.sync.sync(JOBS[:1], with_hot=True)
+    await h.sync.sync(METRICS[:1], with_hot=True)
     assert h.written()["n2"]["node_hot_value"] == f"2,{STAMP}"  # 4 in 1m / 2
     assert "node_hot_value" not in h.written()["n1"]  # never hot: nothing to say
     h.sync.windows.prune(NOW + timedelta(minutes=6))
@@ -142,7 +149,7 @@ async def test_hot_values_ride_along_and_fall_back_to_zero() -> None:
 
 async def test_only_new_nodes() -> None:
     h = Harness(DEFAULT, ALL)
-    await h.sync.sync(JOBS, only={"n2"})
+    await h.sync.sync(METRICS, only={"n2"})
     assert set(h.written()) == {"n2"}
     assert len(h.prometheus.queries) == 6
 
@@ -150,7 +157,7 @@ async def test_only_new_nodes() -> None:
 @pytest.mark.parametrize(("leader", "dry_run"), [(False, False), (True, True)])
 async def test_followers_and_dry_runs_write_nothing(leader: bool, dry_run: bool) -> None:
     h = Harness(DEFAULT, ALL, leader=leader, dry_run=dry_run)
-    report = await h.sync.sync(JOBS)
+    report = await h.sync.sync(METRICS)
     assert h.api.patches == [] and report.writes == 0
     assert report.annotations["n1"]  # computed all the same
 
@@ -172,7 +179,7 @@ async def test_promql_override_scale_and_crane_zone() -> None:
         }
     )
     h = Harness(policy, {"avg by (instance) (gpu_util)": [("n1", 0.42)]})
-    await h.sync.sync(MetricJob.all_from(policy))
+    await h.sync.sync(MetricSync.all_from(policy))
     local = NOW.astimezone(ZoneInfo("Asia/Shanghai")).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert h.written() == {"n1": {"gpu_usage": f"0.42000,{local}"}}
 
@@ -192,7 +199,7 @@ async def run_for(
             on_tick(clock["t"])
         await asyncio.sleep(0)
 
-    runner = Runner(sync, MetricJob.all_from(policy), monotonic=lambda: clock["t"], sleep=sleep)
+    runner = Runner(sync, MetricSync.all_from(policy), monotonic=lambda: clock["t"], sleep=sleep)
     task = asyncio.create_task(runner.metric_loop())
     while clock["t"] < seconds:
         await asyncio.sleep(0)
@@ -262,18 +269,20 @@ async def until_patched(
 
 async def test_new_nodes_get_every_metric_at_once() -> None:
     h = Harness(DEFAULT, ALL)
-    runner = Runner(h.sync, JOBS)
+    runner = Runner(h.sync, METRICS)
     await until_patched(h, runner.new_node_loop(), lambda: runner.nodes_added({"n2"}))
     assert [name for name, _ in h.api.patches] == ["n2"]
-    assert set(h.api.patches[0][1]["metadata"]["annotations"]) == {job.name for job in JOBS}
-    assert len(h.prometheus.queries) == len(JOBS)  # one query per metric, not per node
+    assert set(h.api.patches[0][1]["metadata"]["annotations"]) == {
+        metric.name for metric in METRICS
+    }
+    assert len(h.prometheus.queries) == len(METRICS)  # one query per metric, not per node
 
 
 async def test_hot_loop_writes_soon_after_bindings() -> None:
     h = Harness(DEFAULT, ALL)
     h.sync.windows.record("n3", "u1", NOW, NOW)
     h.sync.windows.record("n3", "u2", NOW, NOW)
-    runner = Runner(h.sync, JOBS, hot_debounce=0, hot_refresh=3600)
+    runner = Runner(h.sync, METRICS, hot_debounce=0, hot_refresh=3600)
     await until_patched(h, runner.hot_loop(), lambda: runner.bindings_changed({"n3"}))
     assert h.api.patches == [
         ("n3", {"metadata": {"annotations": {"node_hot_value": f"1,{STAMP}"}}})
