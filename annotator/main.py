@@ -14,6 +14,7 @@ import httpx
 import uvicorn
 
 from annotator.health import health_app
+from annotator.hot_value import BindingWindows
 from annotator.leader import LeaderElector
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NODE_DECODER, POD_DECODER, BindingStore, Node, NodeStore, Pod
@@ -23,8 +24,7 @@ from annotator.reclaim import QuotaController, WaitingPods
 from annotator.recording import EventRecorder
 from annotator.runner import Runner
 from annotator.settings import AnnotatorSettings
-from annotator.sync import AnnotationSync, MetricJob
-from annotator.windows import BindingWindows
+from annotator.sync import AnnotationSync, MetricSync
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, load_endpoint
 from shared.kube.watching import FanOut, Reflector
@@ -57,11 +57,11 @@ class Annotator:
     metrics: AnnotatorMetrics = field(default_factory=AnnotatorMetrics)
 
     def __post_init__(self) -> None:
-        self.jobs = MetricJob.all_from(self.policy)
+        self.metric_syncs = MetricSync.all_from(self.policy)
         self.elector = self._leader_elector()
         self.nodes = NodeStore(on_new=lambda names: self.runner.nodes_added(names))
         self.sync = self._annotation_sync(hot_value_windows(self.policy))
-        self.runner = Runner(self.sync, self.jobs)
+        self.runner = Runner(self.sync, self.metric_syncs)
         self.node_reflector = self._node_watch()
         bindings = BindingStore(
             self.sync.windows, clock=self.clock, on_change=self.runner.bindings_changed
@@ -167,10 +167,10 @@ class Annotator:
             self.quotas.wake.set()
 
     async def _leader_work(self) -> None:
-        jobs = [self.runner.run()]
+        loops = [self.runner.run()]
         if self.quotas is not None:
-            jobs.append(self.quotas.run(self.settings.quota_period))
-        await asyncio.gather(*jobs)
+            loops.append(self.quotas.run(self.settings.quota_period))
+        await asyncio.gather(*loops)
 
     def may_write(self) -> bool:
         return self.elector is None or self.elector.is_leader
@@ -188,7 +188,7 @@ class Annotator:
     async def run_once(self) -> int:
         await self.node_reflector.list_once()
         await self.pod_reflector.list_once()
-        report = await self.sync.sync(self.jobs, with_hot=True)
+        report = await self.sync.sync(self.metric_syncs, with_hot=True)
         logger.info("one round: %d queries, %d node writes", report.queries, report.writes)
         return 1 if report.failed_metrics else 0
 

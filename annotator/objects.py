@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 
+from annotator.hot_value import BindingWindows
 from annotator.matching import InstanceIndex, NodeAddresses
-from annotator.windows import BindingWindows
 from shared.node_fit import FitNode, taints_of
 from shared.pods import POD_DECODER, Pod
 

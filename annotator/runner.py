@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from annotator.sync import AnnotationSync, MetricJob, RoundReport
+from annotator.sync import AnnotationSync, MetricSync, RoundReport
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class Runner:
     def __init__(
         self,
         sync: AnnotationSync,
-        jobs: list[MetricJob],
+        metric_syncs: list[MetricSync],
         *,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -40,7 +40,7 @@ class Runner:
         self._hot_debounce = hot_debounce
         self._hot_refresh = hot_refresh
         self.sync = sync
-        self.jobs = jobs
+        self.metric_syncs = metric_syncs
         self._monotonic = monotonic
         self._sleep = sleep
         self._new_nodes: set[str] = set()
@@ -61,9 +61,9 @@ class Runner:
         """Every metric on its period. A metric whose query failed, or that left nodes
         without a value, is tried again after ``FAILED_RETRY`` (for those nodes only), not a
         whole period later."""
-        due = dict.fromkeys((job.name for job in self.jobs), self._monotonic())
+        due = dict.fromkeys((metric.name for metric in self.metric_syncs), self._monotonic())
         retry: dict[str, tuple[float, set[str] | None]] = {}
-        by_name = {job.name: job for job in self.jobs}
+        by_name = {metric.name: metric for metric in self.metric_syncs}
         while True:
             now = self._monotonic()
             ready = [by_name[name] for name, at in due.items() if at <= now + DUE_SLACK]
@@ -71,19 +71,21 @@ class Runner:
                 report = await self.sync.sync(ready, with_hot=True)
                 self._log(ready, report)
                 finished = self._monotonic()
-                for job in ready:
-                    due[job.name] = max(due[job.name] + job.period.total_seconds(), finished)
-                    self._plan_retry(retry, job, report, finished)
+                for metric in ready:
+                    due[metric.name] = max(
+                        due[metric.name] + metric.period.total_seconds(), finished
+                    )
+                    self._plan_retry(retry, metric, report, finished)
                 continue
             retries = [
                 (name, nodes) for name, (at, nodes) in retry.items() if at <= now + DUE_SLACK
             ]
             if retries:
                 for name, nodes in retries:
-                    job = by_name[name]
-                    report = await self.sync.sync([job], only=nodes)
-                    self._log([job], report, nodes)
-                    self._plan_retry(retry, job, report, self._monotonic())
+                    metric = by_name[name]
+                    report = await self.sync.sync([metric], only=nodes)
+                    self._log([metric], report, nodes)
+                    self._plan_retry(retry, metric, report, self._monotonic())
                 continue
             wake = min([*due.values(), *(at for at, _ in retry.values())])
             await self._sleep(wake - now)
@@ -91,20 +93,22 @@ class Runner:
     def _plan_retry(
         self,
         retry: dict[str, tuple[float, set[str] | None]],
-        job: MetricJob,
+        metric: MetricSync,
         report: RoundReport,
         now: float,
     ) -> None:
-        delay = min(job.period.total_seconds(), FAILED_RETRY)
-        if job.name in report.failed_metrics:
-            retry[job.name] = (now + delay, None)
-        elif report.missing.get(job.name):
-            retry[job.name] = (now + delay, set(report.missing[job.name]))
+        delay = min(metric.period.total_seconds(), FAILED_RETRY)
+        if metric.name in report.failed_metrics:
+            retry[metric.name] = (now + delay, None)
+        elif report.missing.get(metric.name):
+            retry[metric.name] = (now + delay, set(report.missing[metric.name]))
         else:
-            retry.pop(job.name, None)
+            retry.pop(metric.name, None)
 
     @staticmethod
-    def _log(jobs: list[MetricJob], report: RoundReport, only: set[str] | None = None) -> None:
+    def _log(
+        metric_syncs: list[MetricSync], report: RoundReport, only: set[str] | None = None
+    ) -> None:
         failed = f"; failed: {', '.join(report.failed_metrics)}" if report.failed_metrics else ""
         scope = (
             f" (retry for {len(only)} node(s))"
@@ -113,7 +117,7 @@ class Runner:
         )
         logger.info(
             "synced %s%s: %d queries, %d node writes%s",
-            ", ".join(j.name for j in jobs),
+            ", ".join(j.name for j in metric_syncs),
             scope,
             report.queries,
             report.writes,
@@ -126,7 +130,7 @@ class Runner:
             self._wake_new.clear()
             nodes, self._new_nodes = self._new_nodes, set()
             if nodes:
-                report = await self.sync.sync(self.jobs, with_hot=True, only=nodes)
+                report = await self.sync.sync(self.metric_syncs, with_hot=True, only=nodes)
                 logger.info(
                     "new node(s) %s: %d node writes", ", ".join(sorted(nodes)[:10]), report.writes
                 )

@@ -10,12 +10,12 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from annotator.hot_value import BindingWindows
 from annotator.matching import match_series
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NodeStore
 from annotator.patching import NodePatcher
 from annotator.prometheus import PrometheusClient, PrometheusError
-from annotator.windows import BindingWindows
 from shared.annotations import encode_hot_value, encode_metric
 from shared.errors import APIError, APIUnreachableError
 from shared.policy import HOT_VALUE_KEY, DynamicSchedulerPolicy
@@ -27,14 +27,14 @@ DEFAULT_SCALE = 100.0
 
 
 @dataclass(frozen=True)
-class MetricJob:
+class MetricSync:
     name: str
     promql: str
     scale: float
     period: timedelta
 
     @classmethod
-    def all_from(cls, policy: DynamicSchedulerPolicy) -> list[MetricJob]:
+    def all_from(cls, policy: DynamicSchedulerPolicy) -> list[MetricSync]:
         return [
             cls(s.name, s.promql or s.name, s.scale or DEFAULT_SCALE, s.period)
             for s in policy.spec.sync_policy
@@ -79,60 +79,62 @@ class AnnotationSync:
         self._dry_run = dry_run
         self._hot_written: dict[str, int] = {}
 
-    async def _query(self, job: MetricJob) -> list[tuple[str, float]] | None:
+    async def _query(self, metric: MetricSync) -> list[tuple[str, float]] | None:
         started = time.perf_counter()
         try:
-            series = await self._prometheus.query(job.promql)
+            series = await self._prometheus.query(metric.promql)
         except PrometheusError as e:
-            self._metrics.query_errors.labels(job.name, "error").inc()
-            logger.warning("metric/%s: %s; nothing written, retrying next period", job.name, e)
+            self._metrics.query_errors.labels(metric.name, "error").inc()
+            logger.warning("metric/%s: %s; nothing written, retrying next period", metric.name, e)
             return None
         finally:
-            self._metrics.query_seconds.labels(job.name).observe(time.perf_counter() - started)
+            self._metrics.query_seconds.labels(metric.name).observe(time.perf_counter() - started)
         if not series:
-            self._metrics.query_errors.labels(job.name, "empty").inc()
+            self._metrics.query_errors.labels(metric.name, "empty").inc()
             logger.warning(
-                "metric/%s: query %r returned no series; nothing written", job.name, job.promql
+                "metric/%s: query %r returned no series; nothing written",
+                metric.name,
+                metric.promql,
             )
             return None
         return series
 
     async def sync(
         self,
-        jobs: Sequence[MetricJob],
+        metric_syncs: Sequence[MetricSync],
         *,
         with_hot: bool = False,
         only: Collection[str] | None = None,
     ) -> RoundReport:
-        """Query every job once, then write each node's due values in one patch."""
+        """Query every metric once, then write each node's due values in one patch."""
         now = self._clock()
-        report = RoundReport(queries=len(jobs))
-        results = await asyncio.gather(*(self._query(job) for job in jobs))
+        report = RoundReport(queries=len(metric_syncs))
+        results = await asyncio.gather(*(self._query(metric) for metric in metric_syncs))
         index, names = self._nodes.index(), self._nodes.names()
         targets = set(only) if only is not None else set(names)
         writes: dict[str, dict[str, str | None]] = {}
-        for job, series in zip(jobs, results, strict=True):
+        for metric, series in zip(metric_syncs, results, strict=True):
             if series is None:
-                report.failed_metrics.append(job.name)
+                report.failed_metrics.append(metric.name)
                 continue
-            matched = match_series(series, index, scale=job.scale)
+            matched = match_series(series, index, scale=metric.scale)
             missing = [n for n in names if n not in matched.values]
             if absent := [n for n in missing if n in targets]:
-                report.missing[job.name] = absent
-            self._metrics.nodes_matched.labels(job.name).set(len(matched.values))
-            self._metrics.nodes_unmatched.labels(job.name).set(len(missing))
-            self._metrics.series_unmatched.labels(job.name).set(len(matched.unmatched))
+                report.missing[metric.name] = absent
+            self._metrics.nodes_matched.labels(metric.name).set(len(matched.values))
+            self._metrics.nodes_unmatched.labels(metric.name).set(len(missing))
+            self._metrics.series_unmatched.labels(metric.name).set(len(matched.unmatched))
             if missing:
                 logger.warning(
                     "metric/%s: %d node(s) have no series: %s",
-                    job.name,
+                    metric.name,
                     len(missing),
                     ", ".join(missing[:10]),
                 )
             for node, value in matched.values.items():
                 if node in targets:
-                    writes.setdefault(node, {})[job.name] = encode_metric(value, now, self._zone)
-            self._metrics.last_success.labels(job.name).set(now.timestamp())
+                    writes.setdefault(node, {})[metric.name] = encode_metric(value, now, self._zone)
+            self._metrics.last_success.labels(metric.name).set(now.timestamp())
         if with_hot:
             for node, encoded in self.hot_values(targets, now).items():
                 writes.setdefault(node, {})[HOT_VALUE_KEY] = encoded

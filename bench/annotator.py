@@ -28,12 +28,12 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+from annotator.hot_value import BindingWindows  # noqa: E402
 from annotator.metrics import AnnotatorMetrics  # noqa: E402
 from annotator.objects import NODE_DECODER, Node, NodeStore  # noqa: E402
 from annotator.patching import NodePatcher  # noqa: E402
 from annotator.prometheus import PrometheusClient  # noqa: E402
-from annotator.sync import AnnotationSync, MetricJob  # noqa: E402
-from annotator.windows import BindingWindows  # noqa: E402
+from annotator.sync import AnnotationSync, MetricSync  # noqa: E402
 from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
 from sandbox.prometheus import Prometheus  # noqa: E402
@@ -72,14 +72,14 @@ async def crane_baseline(
     prometheus: CountingPrometheus,
     patcher: CountingPatcher,
     specs: list[NodeSpec],
-    jobs: list[MetricJob],
+    jobs: list[MetricSync],
     port: int,
 ) -> float:
     """crane's shape of work: per node, per metric, one query, then two patches."""
     limit = asyncio.Semaphore(8)
     now = datetime.now(UTC)
 
-    async def one(spec: NodeSpec, job: MetricJob) -> None:
+    async def one(spec: NodeSpec, job: MetricSync) -> None:
         async with limit:
             series = await prometheus.query(f'{job.promql}{{instance=~"{spec.ip}:{port}"}}')
             value = series[0][1] / job.scale if series else 0.0
@@ -95,7 +95,7 @@ async def measure(
     box: Sandbox, prometheus_url: str, specs: list[NodeSpec], rounds: int, sample: int, port: int
 ) -> int:
     policy = default_policy()
-    jobs = MetricJob.all_from(policy)
+    jobs = MetricSync.all_from(policy)
     endpoint = load_endpoint(str(box.kubeconfig))
     async with endpoint.client(max_connections=12) as kube:
         store = NodeStore()
