@@ -11,6 +11,7 @@ import uvloop
 from annotator.main import serve
 from annotator.settings import load_settings
 from shared.errors import ConfigError
+from shared.kube.settings import FLAGS as KUBE_FLAGS
 from shared.logs import configure_logging
 from shared.settings import ENV_PREFIX
 
@@ -38,6 +39,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--prometheus-timeout", type=float, help="seconds per query (default 10)")
     add("--kubeconfig", help="kubeconfig (default: in-cluster)")
     add("--kube-context", help="kubeconfig context")
+    for flag, kind, text in KUBE_FLAGS:
+        add(flag, type=kind, help=text)
     add("--once", action="store_true", default=None, help="sync every metric once, then exit")
     add(
         "--dry-run",

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from shared.errors import ConfigError
+from shared.kube.settings import KubeClientSettings
 from shared.logs import LogFormat
 from shared.settings import ENV_PREFIX, build_settings, flag_and_variable
 
@@ -29,7 +30,7 @@ def _default_identity() -> str:
     return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
 
-class AnnotatorSettings(BaseSettings):
+class AnnotatorSettings(KubeClientSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     policy: Path | None = None

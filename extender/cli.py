@@ -12,6 +12,7 @@ import uvicorn
 from extender.app import create_app, resolve_endpoint
 from extender.settings import load_settings
 from shared.errors import ConfigError
+from shared.kube.settings import FLAGS as KUBE_FLAGS
 from shared.logs import configure_logging
 from shared.settings import ENV_PREFIX
 
@@ -35,6 +36,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, help="listen port (default 8888)")
     parser.add_argument("--kubeconfig", help="kubeconfig for the node cache (names-only mode)")
     parser.add_argument("--kube-context", help="kubeconfig context")
+    for flag, kind, text in KUBE_FLAGS:
+        parser.add_argument(flag, type=kind, help=text)
     parser.add_argument(
         "--elastic-quota",
         action="store_true",

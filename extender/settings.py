@@ -6,14 +6,15 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from extender.dispatch.authorizing import AuthMode
+from shared.kube.settings import KubeClientSettings
 from shared.logs import LogFormat
 from shared.settings import ENV_PREFIX, build_settings
 
 
-class ExtenderSettings(BaseSettings):
+class ExtenderSettings(KubeClientSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     serve: str | None = None
