@@ -74,14 +74,19 @@ class LeaderElector:
         identity: str,
         timings: LeaseTimings = LeaseTimings(),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
         on_change: Callable[[bool], None] | None = None,
     ) -> None:
+        """``clock``: the wall clock written into the lease (``renewTime``, and read back to
+        tell whether another holder's lease expired); ``monotonic``: the clock of the renew
+        deadline, which must not jump."""
         self._client = client
         self.name = name
         self.namespace = namespace
         self.identity = identity
         self.timings = timings
         self._clock = clock
+        self._monotonic = monotonic
         self._on_change = on_change
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._renewed_at: float | None = None  # monotonic time of the last successful renew
@@ -93,7 +98,7 @@ class LeaderElector:
         """True while the lease is ours and was renewed within the renew deadline."""
         if not self._leading or self._renewed_at is None:
             return False
-        return time.monotonic() - self._renewed_at < self.timings.renew_deadline
+        return self._monotonic() - self._renewed_at < self.timings.renew_deadline
 
     def _set_leading(self, leading: bool) -> None:
         if leading != self._leading:
@@ -177,7 +182,7 @@ class LeaderElector:
             self._set_leading(self.is_leader)  # keep leading only until the renew deadline
             return
         if held:
-            self._renewed_at = time.monotonic()
+            self._renewed_at = self._monotonic()
         self._set_leading(held)
 
     async def release(self) -> None:

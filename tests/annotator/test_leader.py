@@ -1,4 +1,3 @@
-import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -13,11 +12,16 @@ NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
 class Clock:
+    """The wall clock and the monotonic one, advanced together by moving ``now``."""
+
     def __init__(self) -> None:
         self.now = NOW
 
     def __call__(self) -> datetime:
         return self.now
+
+    def monotonic(self) -> float:
+        return 1000.0 + (self.now - NOW).total_seconds()
 
 
 def elector(
@@ -30,6 +34,7 @@ def elector(
         namespace="ns",
         identity=identity,
         clock=clock,
+        monotonic=clock.monotonic,
         timings=timings or LeaseTimings(),
     )
 
@@ -69,18 +74,33 @@ async def test_release_hands_over_at_once() -> None:
 
 async def test_api_outage_keeps_leading_only_until_the_renew_deadline() -> None:
     fake, clock = FakeLeases(), Clock()
-    a = elector(
-        fake, "a", clock, LeaseTimings(lease_duration=15, renew_deadline=0.2, retry_period=0.05)
-    )
+    a = elector(fake, "a", clock)  # renew deadline 10 s
     await a.step()
     assert a.is_leader
     fake.down = True
+    clock.now += timedelta(seconds=5)
     await a.step()
     assert a.is_leader  # within the deadline
-    time.sleep(0.25)
+    clock.now += timedelta(seconds=4.9)
+    assert a.is_leader  # 9.9 s since the last renewal
+    clock.now += timedelta(seconds=0.1)
     assert not a.is_leader  # is_leader checks the deadline itself, between steps too
     await a.step()
     assert not a.is_leader
+    fake.down = False
+    await a.step()  # the API is back and the lease still ours: leading again
+    assert a.is_leader
+
+
+async def test_renewals_keep_leadership_past_the_deadline() -> None:
+    fake, clock = FakeLeases(), Clock()
+    a = elector(fake, "a", clock)
+    await a.step()
+    for _ in range(5):  # 5 x 8 s = 40 s, each renewal within the 10 s deadline
+        clock.now += timedelta(seconds=8)
+        assert a.is_leader
+        await a.step()
+    assert a.is_leader
 
 
 async def test_conflicting_write_is_not_leadership() -> None:
