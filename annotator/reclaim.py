@@ -42,16 +42,18 @@ from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NodeStore
 from annotator.recording import EventRecorder, ObjectRef
 from shared.errors import LoadschedError
-from shared.kube.status import send
+from shared.kube import patching
+from shared.kube.paths import ELASTIC_QUOTAS, PODS
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 from shared.node_fit import tolerations_of
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity, parse_resources, to_quantity
-from shared.quota_ledger import ELASTIC_QUOTAS_PATH, QuotaLedger
+from shared.quota_ledger import QuotaLedger
 from shared.reclaim import Preemptor, ReclaimPlan, Rules, plan_reclaim
 
 logger = logging.getLogger(__name__)
 
-MERGE_PATCH = "application/merge-patch+json"
 QUOTA_API = "scheduling.x-k8s.io/v1alpha1"
 
 
@@ -100,8 +102,10 @@ class QuotaController:
         in_flight_seconds: float = 60.0,
         eviction_wait_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self._kube = kube
+        self._retry = retry
         self.ledger = ledger
         self._nodes = nodes
         self.waiting = waiting
@@ -161,17 +165,18 @@ class QuotaController:
             await self._patch_status(namespace, name, patch)
 
     async def _patch_status(self, namespace: str, name: str, used: dict[str, Any]) -> None:
-        path = ELASTIC_QUOTAS_PATH.replace(
-            "/elasticquotas", f"/namespaces/{namespace}/elasticquotas/{name}/status"
-        )
         try:
-            await send(
+            await patching.patch(  # sets fixed values, no resourceVersion: idempotent
                 self._kube,
-                "PATCH",
-                path,
+                ELASTIC_QUOTAS,
+                name,
+                {"status": {"used": used}},
+                namespace=namespace,
+                subresource="status",
                 what=f"elasticquota/{namespace}/{name}: patch status",
-                json={"status": {"used": used}},
-                headers={"Content-Type": MERGE_PATCH},
+                retry=self._retry,
+                idempotent=True,
+                conflicts=True,
             )
         except LoadschedError as e:
             self._metrics.quota_status_writes.labels("error").inc()
@@ -204,13 +209,16 @@ class QuotaController:
     async def _nominate(self, pod: Pod, node: str | None) -> None:
         meta = pod.metadata
         try:
-            await send(
+            await patching.patch(  # the UID is a precondition; the values are fixed
                 self._kube,
-                "PATCH",
-                f"/api/v1/namespaces/{meta.namespace}/pods/{meta.name}/status",
+                PODS,
+                meta.name,
+                {"metadata": {"uid": meta.uid}, "status": {"nominatedNodeName": node}},
+                namespace=meta.namespace,
+                subresource="status",
                 what=f"pod/{pod.key}: nominate",
-                json={"metadata": {"uid": meta.uid}, "status": {"nominatedNodeName": node}},
-                headers={"Content-Type": MERGE_PATCH},
+                retry=self._retry,
+                idempotent=True,
             )
         except LoadschedError as e:
             logger.warning("pod/%s: not nominated to node/%s: %s", pod.key, node, e)
@@ -307,6 +315,7 @@ class QuotaController:
                 name=victim.name,
                 uid=victim.uid,
                 grace_seconds=self._grace,
+                retry=self._retry,
             )
             self._metrics.reclaim_evictions.labels(result.value).inc()
             if result is Eviction.EVICTED:

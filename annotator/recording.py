@@ -17,7 +17,10 @@ from typing import Literal
 import httpx
 
 from shared.errors import LoadschedError
-from shared.kube.status import send
+from shared.kube import creating
+from shared.kube.paths import EVENTS
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +44,10 @@ class EventRecorder:
         instance: str,
         repeat_after: float = 600.0,
         monotonic: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self._client = client
+        self._retry = retry
         self._instance = instance
         self._repeat_after = repeat_after
         self._monotonic = monotonic
@@ -86,8 +91,14 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            path = f"/api/v1/namespaces/{ref.namespace}/events"
-            await send(self._client, "POST", path, what=f"POST {path}", json=body)
+            await creating.create(
+                self._client,
+                EVENTS,
+                body,
+                namespace=ref.namespace,
+                what=f"{ref.kind.lower()}/{ref.namespace}/{ref.name}: event {reason}",
+                retry=self._retry,
+            )
         except LoadschedError as e:
             logger.warning(
                 "%s/%s: event %s not recorded: %s", ref.kind.lower(), ref.name, reason, e
