@@ -102,3 +102,53 @@ class FakeCluster:
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)
+
+
+@dataclass
+class FakeConfigMaps:
+    """ConfigMaps as the API server keeps them: GET, POST (409 AlreadyExists), and PUT with a
+    ``resourceVersion`` precondition (409 Conflict when it is not the current one).
+    ``before_write`` runs before each write is applied (a concurrent writer in race tests)."""
+
+    objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    version: int = 0
+    writes: list[str] = field(default_factory=list)
+    before_write: list[Any] = field(default_factory=list)
+
+    def handles(self, request: httpx.Request) -> bool:
+        parts = request.url.path.strip("/").split("/")
+        return parts[:3] == ["api", "v1", "namespaces"] and parts[4:5] == ["configmaps"]
+
+    def put(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Write as another client would (a new resourceVersion)."""
+        self.version += 1
+        meta = {"name": name, "namespace": namespace, "resourceVersion": str(self.version)}
+        self.objects[(namespace, name)] = {"metadata": meta, "data": data}
+
+    async def handler(self, request: httpx.Request) -> httpx.Response:
+        parts = request.url.path.strip("/").split("/")
+        namespace, name = parts[3], parts[5] if len(parts) > 5 else None
+        if request.method == "GET" and name is not None:
+            found = self.objects.get((namespace, name))
+            if found is None:
+                return _status(404, "NotFound")
+            return httpx.Response(200, json=found)
+        body = json.loads(request.content)
+        name = body["metadata"]["name"]
+        while self.before_write:
+            self.before_write.pop(0)()
+        current = self.objects.get((namespace, name))
+        if request.method == "POST" and current is not None:
+            return _status(409, "AlreadyExists")
+        if request.method == "PUT" and (
+            current is None
+            or current["metadata"]["resourceVersion"] != body["metadata"].get("resourceVersion")
+        ):
+            return _status(409, "Conflict")
+        self.writes.append(request.method)
+        self.put(namespace, name, body["data"])
+        return httpx.Response(200 if current else 201, json=self.objects[(namespace, name)])
+
+
+def _status(code: int, reason: str) -> httpx.Response:
+    return httpx.Response(code, json={"kind": "Status", "code": code, "reason": reason})

@@ -4,6 +4,7 @@ template label), so backpressure and reads cost no LIST per request."""
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
@@ -14,6 +15,9 @@ from shared.pods import Pod
 
 FINISHED = ("Complete", "Failed")
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+GONE_REMEMBERED = 100_000
+"""How many deleted Jobs a :class:`JobStore` remembers (last state and UID), oldest forgotten
+first: what the admission record needs to say how a key's Job ended after it is gone."""
 
 
 class ObjectMeta(msgspec.Struct, gc=False):
@@ -92,36 +96,57 @@ class DispatchedStore(Generic[D]):
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str], D] = {}
+        self.listed = False
+        """True once a LIST has filled the store (the watch is synced)."""
 
     def put(self, item: D) -> None:
         self.objects[item.ref] = item
         self._changed(item.ref, item)
 
     def replace(self, items: Sequence[D]) -> None:
-        gone = set(self.objects) - {item.ref for item in items}
+        previous = self.objects
+        gone = set(previous) - {item.ref for item in items}
         self.objects = {}
         for item in items:
             self.put(item)
         for key in gone:
+            self._deleted(previous[key])
             self._changed(key, None)
+        self.listed = True
 
     def apply(self, event: str, item: D) -> None:
         if event == "DELETED":
             self.objects.pop(item.ref, None)
+            self._deleted(item)
             self._changed(item.ref, None)
         else:
             self.put(item)
+
+    def _deleted(self, item: D) -> None:
+        """``item`` (its last known state) was deleted."""
 
     def _changed(self, key: tuple[str, str], item: D | None) -> None:
         """``item`` is the new state of ``key``, ``None`` once it is gone."""
 
 
 class JobStore(DispatchedStore[Job]):
-    """DispatchedObject Jobs; subscribers get every change of one Job."""
+    """DispatchedObject Jobs; subscribers get every change of one Job. Deleted Jobs are
+    remembered (``gone``: their last state and UID) up to :data:`GONE_REMEMBERED`."""
 
     def __init__(self) -> None:
         super().__init__()
         self._watchers: dict[tuple[str, str], set[asyncio.Queue[Job | None]]] = {}
+        self.gone: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+
+    def put(self, item: Job) -> None:
+        self.gone.pop(item.ref, None)
+        super().put(item)
+
+    def _deleted(self, item: Job) -> None:
+        self.gone[item.ref] = (item.state, item.metadata.uid)
+        self.gone.move_to_end(item.ref)
+        while len(self.gone) > GONE_REMEMBERED:
+            self.gone.popitem(last=False)
 
     def active(self, template: str) -> int:
         return sum(
@@ -152,10 +177,12 @@ def _labels(pod: Pod) -> dict[str, str]:
 
 
 class TemplatePodStore:
-    """Pods of dispatched Jobs (those with the template label), by UID; fed by the pod watch."""
+    """Pods of dispatched Jobs (those with the template label), by UID; fed by the pod watch.
+    ``count_of_job`` is answered from an index (no scan)."""
 
     def __init__(self) -> None:
         self.pods: dict[str, Pod] = {}
+        self._by_job: dict[tuple[str, str], set[str]] = {}
 
     def pending(self, template: str) -> int:
         return sum(
@@ -171,14 +198,33 @@ class TemplatePodStore:
             if p.metadata.namespace == namespace and _labels(p).get(JOB_NAME_LABEL) == job
         ]
 
+    def count_of_job(self, namespace: str, job: str) -> int:
+        """How many pods of the Job the watch has seen (in any phase)."""
+        return len(self._by_job.get((namespace, job), ()))
+
     def replace(self, items: Sequence[Pod]) -> None:
-        self.pods = {p.metadata.uid: p for p in items if TEMPLATE_LABEL in _labels(p)}
+        self.pods = {}
+        self._by_job = {}
+        for pod in items:
+            self.apply("ADDED", pod)
 
     def apply(self, event: str, item: Pod) -> None:
-        if event == "DELETED" or TEMPLATE_LABEL not in _labels(item):
-            self.pods.pop(item.metadata.uid, None)
-        else:
-            self.pods[item.metadata.uid] = item
+        uid = item.metadata.uid
+        old = self.pods.pop(uid, None)
+        if old is not None:
+            self._unindex(old)
+        if event != "DELETED" and TEMPLATE_LABEL in _labels(item):
+            self.pods[uid] = item
+            job = (item.metadata.namespace, _labels(item).get(JOB_NAME_LABEL, ""))
+            self._by_job.setdefault(job, set()).add(uid)
+
+    def _unindex(self, pod: Pod) -> None:
+        job = (pod.metadata.namespace, _labels(pod).get(JOB_NAME_LABEL, ""))
+        uids = self._by_job.get(job)
+        if uids is not None:
+            uids.discard(pod.metadata.uid)
+            if not uids:
+                del self._by_job[job]
 
 
 class ObjectRef(msgspec.Struct, gc=False):

@@ -15,12 +15,20 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Generic, TypeVar
 
 import httpx
 
+from extender.dispatch.admission import Admission, needs_record, starting_pods
 from extender.dispatch.authorizing import Authorizer
-from extender.dispatch.building import build_cronjob, build_job, job_name
+from extender.dispatch.building import (
+    KEY_ANNOTATION,
+    TEMPLATE_LABEL,
+    build_cronjob,
+    build_job,
+    job_name,
+)
 from extender.dispatch.caches import (
     CRONJOB_DECODER,
     JOB_DECODER,
@@ -28,11 +36,12 @@ from extender.dispatch.caches import (
     CronJobStore,
     Job,
     JobStore,
+    ObjectMeta,
     TemplatePodStore,
 )
 from extender.dispatch.templates import JobTemplate
 from shared.capacity import Capacity, nowhere_fits
-from shared.errors import APIConflictError
+from shared.errors import APIConflictError, LoadschedError
 from shared.kube.status import send
 from shared.node_fit import PodNeeds, Toleration
 from shared.quantity import parse_resources
@@ -54,6 +63,32 @@ T = TypeVar("T")
 class Dispatched(Generic[T]):
     item: T
     created: bool
+    state: str | None = None
+    """A Job's state: ``active``, ``succeeded``, ``failed``, or ``deleted`` for a retained key
+    whose Job is gone without having been seen to finish."""
+
+
+def over_limits(template: JobTemplate, active: int, pending: int) -> str | None:
+    """Why ``maxPending`` or ``maxActive`` refuses a new Job, or ``None``."""
+    if template.max_pending is not None and pending >= template.max_pending:
+        limit = template.max_pending
+        return f"template {template.name} has {pending} Pending pods (maxPending {limit})"
+    if template.max_active is not None and active >= template.max_active:
+        limit = template.max_active
+        return f"template {template.name} has {active} active Jobs (maxActive {limit})"
+    return None
+
+
+def retained_job(template: JobTemplate, name: str, key: str, uid: str) -> Job:
+    """What the admission record knows of a finished key's Job once it is gone."""
+    meta = ObjectMeta(
+        name=name,
+        namespace=template.namespace,
+        uid=uid,
+        labels={TEMPLATE_LABEL: template.name},
+        annotations={KEY_ANNOTATION: key},
+    )
+    return Job(metadata=meta)
 
 
 def pod_needs(template: JobTemplate) -> PodNeeds:
@@ -92,19 +127,18 @@ class Dispatcher:
         self._clock = clock
         self._retry_after = retry_after
 
-    def pressure(self, template: JobTemplate) -> str | None:
-        """Why a new Job of ``template`` must wait now, or ``None``."""
-        if template.max_pending is not None:
-            pending = self.pods.pending(template.name)
-            if pending >= template.max_pending:
-                limit = template.max_pending
-                return f"template {template.name} has {pending} Pending pods (maxPending {limit})"
-        if template.max_active is not None:
-            active = self.jobs.active(template.name)
-            if active >= template.max_active:
-                limit = template.max_active
-                return f"template {template.name} has {active} active Jobs (maxActive {limit})"
-        return self.no_node_fits(template)
+    def pressure(self, template: JobTemplate, counted: tuple[int, int] | None = None) -> str | None:
+        """Why a new Job of ``template`` must wait now, or ``None``. ``counted``: (active
+        Jobs, Pending pods) from the admission record; else from this replica's watches."""
+        if counted is None:
+            counted = (self.jobs.active(template.name), self.pods.pending(template.name))
+        reason = over_limits(template, *counted)
+        return reason if reason is not None else self.no_node_fits(template)
+
+    @cached_property
+    def admission(self) -> Admission:
+        """The admission records of templates with limits or a key retention."""
+        return Admission(client=self._client, clock=self._clock)
 
     def no_node_fits(self, template: JobTemplate) -> str | None:
         """Why no node could take a pod of ``template`` now (its requests, ``nodeSelector``
@@ -127,19 +161,40 @@ class Dispatcher:
         name = job_name(template, key)
         existing = self.jobs.objects.get((template.namespace, name))
         if existing is not None:
-            return Dispatched(existing, created=False)
-        reason = self.pressure(template)
-        if reason is not None:
-            raise Backpressure(reason, self._retry_after)
+            return Dispatched(existing, created=False, state=existing.state)
+        admitted = False
+        if needs_record(template):
+            ticket = await self.admission.admit(
+                template,
+                name,
+                starting_pods(body["spec"]),
+                jobs=self.jobs,
+                pods=self.pods,
+                limits=lambda active, pending: self.pressure(template, (active, pending)),
+            )
+            if ticket.outcome == "retained":
+                job = retained_job(template, name, key, ticket.uid)
+                return Dispatched(job, created=False, state=ticket.state)
+            if ticket.outcome == "refused":
+                raise Backpressure(ticket.reason, self._retry_after)
+            admitted = ticket.outcome == "admitted"
+        else:
+            reason = self.pressure(template)
+            if reason is not None:
+                raise Backpressure(reason, self._retry_after)
         path = f"/apis/batch/v1/namespaces/{template.namespace}/jobs"
         try:
             job = JOB_DECODER.decode(await self._send("POST", path, json=body))
         except APIConflictError:
             job = JOB_DECODER.decode(await self._send("GET", f"{path}/{name}"))
-            return Dispatched(job, created=False)
+            return Dispatched(job, created=False, state=job.state)
+        except LoadschedError:
+            if admitted:
+                await self.admission.release(template, name)
+            raise
         self.jobs.put(job)  # before the watch event: maxActive holds for the next request
         logger.info("job/%s/%s: created for template %s", template.namespace, name, template.name)
-        return Dispatched(job, created=True)
+        return Dispatched(job, created=True, state=job.state)
 
     async def delete(self, namespace: str, name: str, *, kind: str = "jobs") -> None:
         """Delete with foreground propagation (the Job's pods, the CronJob's Jobs go first)."""

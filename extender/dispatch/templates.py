@@ -2,8 +2,10 @@
 
 A caller names a template, gives an idempotency key and the task's data; the template fixes
 the namespace, image, command, resources, static environment, which data keys may become
-environment variables, and the limits (``maxActive``, ``maxPending``). Callers never choose the
-image or the namespace, and the dispatcher's own environment is never copied into Jobs.
+environment variables, the limits (``maxActive``, ``maxPending``) and how long a finished key
+is remembered (``keyRetentionSeconds``); those three are kept across replicas in an admission
+record (:mod:`extender.dispatch.admission`). Callers never choose the image or the namespace,
+and the dispatcher's own environment is never copied into Jobs.
 
 The file is YAML: ``{templates: [{name: ..., namespace: ..., image: ..., ...}]}``. Errors name
 the file and the field path (``templates[2].allowedKeys.pattern``).
@@ -113,7 +115,14 @@ class JobTemplate(_Strict):
     max_active: int | None = Field(default=None, ge=1, alias="maxActive")
     """Refuse (429) while this many Jobs of the template are active."""
     max_pending: int | None = Field(default=None, ge=0, alias="maxPending")
-    """Refuse (429) while this many of the template's pods are Pending."""
+    """Refuse (429) while this many of the template's pods are Pending (a Job admitted but
+    whose pods are not seen yet counts as its first pods, Pending)."""
+    key_retention_seconds: int | None = Field(
+        default=None, ge=1, le=30 * 24 * 3600, alias="keyRetentionSeconds"
+    )
+    """Keep a finished-key record this long after a key's Job is seen finished or gone: a
+    repeated key is answered ``200`` with what is known of its Job, never a second Job, even
+    after ``ttlSecondsAfterFinished`` deleted it. Unset: a key is known while its Job exists."""
     overridable: list[str] = ["completions", "parallelism"]
     """Job fields a caller may override, among completions, parallelism, backoffLimit,
     activeDeadlineSeconds and ttlSecondsAfterFinished."""

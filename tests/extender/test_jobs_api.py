@@ -14,7 +14,7 @@ from extender.settings import ExtenderSettings
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint
 from tests.extender.conftest import ClientFactory
-from tests.fakekube import FakeCluster, FakeCollection
+from tests.fakekube import FakeCluster, FakeCollection, FakeConfigMaps
 from tests.payloads import node
 
 pytestmark = pytest.mark.anyio
@@ -55,11 +55,14 @@ class JobsAPI(FakeCluster):
             }
         )
         self.created: dict[str, dict[str, Any]] = {}
+        self.configmaps = FakeConfigMaps()  # admission records
         self.post_status = post_status
         self.reviews: list[str] = []
 
     async def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
+        if self.configmaps.handles(request):
+            return await self.configmaps.handler(request)
         if request.method == "POST" and path == "/apis/batch/v1/namespaces/batch/jobs":
             if self.post_status:
                 return httpx.Response(

@@ -38,6 +38,9 @@ class DispatchResponse(BaseModel):
     name: str
     uid: str
     created: bool
+    state: str | None = None
+    """``active``, ``succeeded`` or ``failed``; ``deleted`` for a key remembered by the
+    template's ``keyRetentionSeconds`` whose Job is gone without having been seen to finish."""
 
 
 def dispatcher(state: StateDep) -> Dispatcher:
@@ -98,7 +101,11 @@ async def dispatch(
         response.status_code = 200
     meta = result.item.metadata
     return DispatchResponse(
-        namespace=meta.namespace, name=meta.name, uid=meta.uid, created=result.created
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        created=result.created,
+        state=result.state,
     )
 
 
