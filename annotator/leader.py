@@ -18,7 +18,11 @@ import httpx
 import msgspec
 
 from shared.errors import APIConflictError, APIError, APINotFoundError, APIUnreachableError
-from shared.kube.status import send
+from shared.kube import creating, fetching, replacing
+from shared.kube.meta import ObjectMeta
+from shared.kube.paths import LEASES
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +44,8 @@ class _LeaseSpec(msgspec.Struct, omit_defaults=True):
     leaseTransitions: int | None = None
 
 
-class _Meta(msgspec.Struct, omit_defaults=True):
-    name: str = ""
-    namespace: str = ""
-    resourceVersion: str | None = None
-
-
 class _Lease(msgspec.Struct, omit_defaults=True):
-    metadata: _Meta
+    metadata: ObjectMeta
     spec: _LeaseSpec = msgspec.field(default_factory=_LeaseSpec)
     apiVersion: str = "coordination.k8s.io/v1"
     kind: str = "Lease"
@@ -76,11 +74,14 @@ class LeaderElector:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
         on_change: Callable[[bool], None] | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         """``clock``: the wall clock written into the lease (``renewTime``, and read back to
         tell whether another holder's lease expired); ``monotonic``: the clock of the renew
-        deadline, which must not jump."""
+        deadline, which must not jump. Each lease call is tried once with ``retry``'s timeout:
+        the election loop, every ``retry_period``, is the retry."""
         self._client = client
+        self._retry = retry.once()
         self.name = name
         self.namespace = namespace
         self.identity = identity
@@ -88,7 +89,6 @@ class LeaderElector:
         self._clock = clock
         self._monotonic = monotonic
         self._on_change = on_change
-        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
         self._renewed_at: float | None = None  # monotonic time of the last successful renew
         self._leading = False
         self.leading_changed = asyncio.Event()
@@ -115,24 +115,35 @@ class LeaderElector:
 
     async def _get(self) -> _Lease | None:
         try:
-            response = await send(
-                self._client, "GET", f"{self._path}/{self.name}", what="get lease"
+            content = await fetching.get(
+                self._client,
+                LEASES,
+                self.name,
+                namespace=self.namespace,
+                what=f"lease/{self.namespace}/{self.name}: get",
+                retry=self._retry,
             )
         except APINotFoundError:
             return None
-        return msgspec.json.decode(response.content, type=_Lease)
+        return msgspec.json.decode(content, type=_Lease)
 
     async def _write(self, lease: _Lease, create: bool) -> None:
         body = msgspec.json.encode(lease)
-        method, path = ("POST", self._path) if create else ("PUT", f"{self._path}/{self.name}")
-        await send(
-            self._client,
-            method,
-            path,
-            what="write lease",
-            content=body,
-            headers={"Content-Type": "application/json"},
-        )
+        what = f"lease/{self.namespace}/{self.name}: write"
+        if create:
+            await creating.create(
+                self._client, LEASES, body, namespace=self.namespace, what=what, retry=self._retry
+            )
+        else:  # the lease's resourceVersion guards the replace
+            await replacing.replace(
+                self._client,
+                LEASES,
+                self.name,
+                body,
+                namespace=self.namespace,
+                what=what,
+                retry=self._retry,
+            )
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt; True if we hold the lease afterwards."""
@@ -142,7 +153,7 @@ class LeaderElector:
         duration = int(self.timings.lease_duration)
         if current is None:
             lease = _Lease(
-                metadata=_Meta(name=self.name, namespace=self.namespace),
+                metadata=ObjectMeta(name=self.name, namespace=self.namespace),
                 spec=_LeaseSpec(self.identity, duration, stamp, stamp, 0),
             )
             await self._write(lease, create=True)
