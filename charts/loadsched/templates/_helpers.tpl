@@ -139,11 +139,16 @@ extenders:
 {{- end -}}
 
 {{/* What dispatch reads and writes: pods (what nodes hold, its Jobs' pods), its Jobs and
-CronJobs, and token and access reviews for its callers. Nodes come with every extender. */}}
+CronJobs, its admission records (a ConfigMap per template with limits or keyRetentionSeconds,
+in the template's namespace), and token and access reviews for its callers. Nodes come with
+every extender. */}}
 {{- define "loadsched.dispatchRules" -}}
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, create, update]
 - apiGroups: [batch]
   resources: [jobs, cronjobs]
   verbs: [get, list, watch, create, patch, delete]
