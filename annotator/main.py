@@ -27,9 +27,10 @@ from annotator.settings import AnnotatorSettings
 from annotator.sync import AnnotationSync, MetricSync
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, load_endpoint
+from shared.kube.paths import ELASTIC_QUOTAS, NODES, PODS
 from shared.kube.watching import FanOut, Reflector
 from shared.policy import DynamicSchedulerPolicy, default_policy, load_policy
-from shared.quota_ledger import ELASTIC_QUOTAS_PATH, QUOTA_DECODER, QuotaLedger, QuotaObject
+from shared.quota_ledger import QUOTA_DECODER, QuotaLedger, QuotaObject
 from shared.settings import flag_and_variable
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class Annotator:
             namespace=self.settings.lease_namespace,
             identity=self.settings.identity,
             on_change=lambda lead: self.metrics.leader.set(int(lead)),
+            retry=self.settings.kube_retry(),
         )
 
     def _annotation_sync(self, windows: BindingWindows) -> AnnotationSync:
@@ -99,7 +101,7 @@ class Annotator:
             policy=self.policy,
             prometheus=self.prometheus,
             nodes=self.nodes,
-            patcher=NodePatcher(self.kube),
+            patcher=NodePatcher(self.kube, retry=self.settings.kube_retry()),
             windows=windows,
             metrics=self.metrics,
             clock=self.clock,
@@ -111,30 +113,33 @@ class Annotator:
     def _node_watch(self) -> Reflector[Node]:
         return Reflector[Node](
             client=self.kube,
-            path="/api/v1/nodes",
+            path=NODES.path(),
             decode=NODE_DECODER.decode,
             store=self.nodes,
             name="nodes",
+            retry=self.settings.kube_retry(),
         )
 
     def _bound_pod_watch(self, bindings: BindingStore) -> Reflector[Pod]:
         """Without elastic quotas only bound pods matter (for hot values)."""
         return Reflector[Pod](
             client=self.kube,
-            path="/api/v1/pods",
+            path=PODS.path(),
             decode=POD_DECODER.decode,
             store=bindings,
             name="bound pods",
             field_selector="spec.nodeName!=",
+            retry=self.settings.kube_retry(),
         )
 
     def _pod_watch(self, store: FanOut[Pod]) -> Reflector[Pod]:
         return Reflector[Pod](
             client=self.kube,
-            path="/api/v1/pods",
+            path=PODS.path(),
             decode=POD_DECODER.decode,
             store=store,
             name="pods",
+            retry=self.settings.kube_retry(),
         )
 
     def _quota_controller(self, ledger: QuotaLedger) -> QuotaController:
@@ -144,20 +149,24 @@ class Annotator:
             ledger=ledger,
             nodes=self.nodes,
             waiting=WaitingPods(on_change=lambda: self._wake_quotas()),
-            recorder=EventRecorder(self.kube, instance=self.settings.identity),
+            recorder=EventRecorder(
+                self.kube, instance=self.settings.identity, retry=self.settings.kube_retry()
+            ),
             metrics=self.metrics,
             dry_run=self.settings.dry_run,
             evictions_per_minute=self.settings.evictions_per_minute,
             grace_seconds=self.settings.eviction_grace_seconds,
+            retry=self.settings.kube_retry(),
         )
 
     def _quota_watch(self, ledger: QuotaLedger) -> Reflector[QuotaObject]:
         return Reflector[QuotaObject](
             client=self.kube,
-            path=ELASTIC_QUOTAS_PATH,
+            path=ELASTIC_QUOTAS.path(),
             decode=QUOTA_DECODER.decode,
             store=FanOut[QuotaObject](ledger.quota_store, _Nudge(self._wake_quotas)),
             name="elasticquotas",
+            retry=self.settings.kube_retry(),
         )
 
     # -- running --------------------------------------------------------------------------------
