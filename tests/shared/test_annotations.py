@@ -135,9 +135,40 @@ def test_timestamps_at_the_ends_of_the_calendar(stamp: str, moment: datetime) ->
     assert decode(f"0.5,{stamp}", SHANGHAI) == Sample(0.5, moment)
 
 
-@given(st.text(max_size=80))
-def test_decode_never_raises(raw: str) -> None:
-    assert isinstance(decode(raw), Sample | Unknown)
+STAMPS = st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31)).map(
+    lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+)
+ANNOTATIONS = st.one_of(
+    st.text(max_size=80),
+    st.builds(
+        "{},{}".format,
+        st.one_of(
+            st.floats(min_value=0).map(repr),
+            st.floats().map(repr),
+            st.text("0123456789.eE+-InfatyN", max_size=8),
+        ),
+        st.one_of(STAMPS, STAMPS, st.text("0123456789-:TZ", max_size=22), st.text(max_size=22)),
+    ),
+)
+
+
+@given(ANNOTATIONS)
+def test_decode_never_raises_and_reads_what_the_text_says(raw: str) -> None:
+    result = decode(raw)
+    value_text, _, stamp_text = raw.partition(",")
+    if isinstance(result, Unknown):
+        # only the codec's reasons ("missing" is for no annotation; stale and future are the
+        # load model's), with a detail quoting the part that is wrong
+        assert result.reason in ("malformed", "negative", "not-finite")
+        quoted = (repr(raw[:64]), repr(value_text[:32]), repr(stamp_text[:32]))
+        assert any(q in result.detail for q in quoted), result.detail
+    else:
+        # a Sample is the number before the one comma and the UTC time after it, exactly
+        assert result.value == float(value_text) and result.value >= 0
+        assert "," not in stamp_text
+        assert result.timestamp == datetime.strptime(stamp_text, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=UTC
+        )
 
 
 @given(

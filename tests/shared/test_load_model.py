@@ -228,12 +228,61 @@ def test_stale_values_never_filter_in_fail_open(cpu: float, mem: float, extra: i
     assert verdict.overload is None
 
 
-@given(cpu=usage, mem=usage)
-def test_fail_closed_filters_at_least_what_fail_open_does(cpu: float, mem: float) -> None:
-    annotations = {"cpu": at(cpu), "mem": at(mem)}
-    open_verdict = evaluate(NodeLoad.from_annotations("n", annotations, DEFAULT), DEFAULT, NOW)
-    closed_verdict = evaluate(NodeLoad.from_annotations("n", annotations, CLOSED), CLOSED, NOW)
-    assert (open_verdict.overload is None) == (closed_verdict.overload is None)
+LIMITS = {"cpu": 0.65, "mem": 0.75}
+WINDOWS = {"cpu": timedelta(minutes=8), "mem": timedelta(minutes=20)}  # period + 5m
+KINDS = st.sampled_from(["fresh", "fresh", "stale", "missing", "malformed", "future"])
+
+
+def annotation(name: str, kind: str, value: float, seconds: int) -> str | None:
+    """One metric's annotation of ``kind``; ``seconds`` places it inside, past or ahead of
+    its freshness window."""
+    window = WINDOWS[name].total_seconds()
+    if kind == "fresh":
+        return at(value, timedelta(seconds=seconds % window))
+    if kind == "stale":
+        return at(value, timedelta(seconds=window + seconds))
+    if kind == "future":
+        return encode_metric(value, NOW + MAX_CLOCK_SKEW + timedelta(seconds=1 + seconds))
+    return None if kind == "missing" else "garbage"
+
+
+@given(
+    kinds=st.tuples(KINDS, KINDS),
+    values=st.tuples(usage, usage),
+    seconds=st.tuples(age, age).map(lambda ages: tuple(int(a.total_seconds()) for a in ages)),
+)
+def test_fail_closed_refuses_what_fail_open_skips(
+    kinds: tuple[str, str], values: tuple[float, float], seconds: tuple[int, int]
+) -> None:
+    raw = {
+        name: text
+        for name, kind, value, secs in zip(("cpu", "mem"), kinds, values, seconds, strict=True)
+        if (text := annotation(name, kind, value, secs)) is not None
+    }
+    # what each mode must answer, predicate by predicate in policy order (cpu, then mem)
+    expected_open = expected_closed = None
+    for name, kind, value in zip(("cpu", "mem"), kinds, values, strict=True):
+        written = float(f"{value:.5f}")
+        if kind == "fresh" and written > LIMITS[name]:
+            expected_open = expected_open or (name, "overloaded")
+            expected_closed = expected_closed or (name, "overloaded")
+        elif kind != "fresh":
+            expected_closed = expected_closed or (name, kind)  # fail-open skips it
+    open_verdict = evaluate(NodeLoad.from_annotations("n", raw, DEFAULT), DEFAULT, NOW)
+    closed_verdict = evaluate(NodeLoad.from_annotations("n", raw, CLOSED), CLOSED, NOW)
+    assert open_verdict.overload_reason == expected_open
+    assert closed_verdict.overload_reason == expected_closed
+    assert (open_verdict.overload is None) == (expected_open is None)
+    if expected_closed is not None and expected_closed[1] != "overloaded":
+        name, why = expected_closed
+        message = closed_verdict.overload or ""
+        assert message.startswith(f"Load[{name}] of node[n] is {why}")
+        assert message.endswith("; staleData is failClosed")
+    # fail-closed refuses every node fail-open refuses, and the same way while values are fresh
+    if open_verdict.overload is not None:
+        assert closed_verdict.overload is not None
+    if "fresh" == kinds[0] == kinds[1]:
+        assert open_verdict.overload == closed_verdict.overload
 
 
 def four_metric_rules(weights: list[float]) -> LoadRules:
