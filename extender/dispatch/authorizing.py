@@ -8,7 +8,10 @@
   (``token,user,uid,"group1,group2"``); every listed token may do everything.
 - ``none``: no checks at all; only when explicitly configured.
 
-:class:`Unauthenticated` is a 401, :class:`Forbidden` a 403.
+:meth:`Authorizer.authenticate` answers who the caller is (:class:`Unauthenticated`, a 401,
+if no one), :meth:`Authorizer.authorize` whether that caller may do an action
+(:class:`Forbidden`, a 403). The routes under ``/v1`` run the first as a dependency of their
+router and the second as a dependency per route (:mod:`extender.dispatch.routes.deps`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import hmac
+import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -26,18 +30,21 @@ from typing import Any, Literal
 import httpx
 
 from shared.errors import ConfigError, LoadschedError
-from shared.kube.status import send
+from shared.kube import creating
+from shared.kube.paths import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, Resource
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
 AuthMode = Literal["tokenreview", "static", "none"]
 
 
-class Unauthenticated(Exception):
+class Unauthenticated(LoadschedError):
     """No token, or one the cluster does not accept."""
 
 
-class Forbidden(Exception):
+class Forbidden(LoadschedError):
     """The caller is known but may not do this."""
 
 
@@ -47,6 +54,15 @@ class Identity:
     uid: str = ""
     groups: tuple[str, ...] = ()
     extra: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sends a request: ``identity`` is ``None`` when checks are off (``none``);
+    ``digest`` names the token in the review cache (``tokenreview`` only)."""
+
+    identity: Identity | None
+    digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,45 +114,73 @@ class Authorizer:
         static_tokens: dict[str, Identity] | None = None,
         cache_seconds: float = 10.0,
         monotonic: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self.mode = mode
         self._client = client
+        self._retry = retry
         self._static = static_tokens or {}
         self._cache_seconds = cache_seconds
         self._monotonic = monotonic
         self._cache: dict[tuple[str, Action | None], tuple[float, Identity | Exception]] = {}
 
-    async def require(self, authorization: str | None, action: Action | None) -> Identity | None:
-        """The caller's identity if it may do ``action`` (``None``: is it anyone at all);
-        raises otherwise."""
+    async def authenticate(self, authorization: str | None) -> Caller:
+        """Who sends ``authorization`` (an ``Authorization`` header); raises
+        :class:`Unauthenticated` unless the mode is ``none`` or the token is accepted."""
         if self.mode == "none":
-            return None
+            return Caller(None)
         token = bearer_token(authorization)
         if self.mode == "static":
             for known, identity in self._static.items():
                 if hmac.compare_digest(known, token):
-                    return identity
+                    return Caller(identity)
             raise Unauthenticated("the token is not accepted")
         digest = hashlib.sha256(token.encode()).hexdigest()
+        identity = await self._cached((digest, None), lambda: self._review_token(token))
+        return Caller(identity, digest)
+
+    async def authorize(self, caller: Caller, action: Action) -> None:
+        """Raises :class:`Forbidden` unless ``caller`` may do ``action``: always in modes
+        ``none`` and ``static`` (every listed token may do everything), else as the cluster's
+        RBAC answers a SubjectAccessReview."""
+        identity = caller.identity
+        if self.mode != "tokenreview" or identity is None:
+            return
+        await self._cached((caller.digest, action), lambda: self._review_access(identity, action))
+
+    async def require(self, authorization: str | None, action: Action | None) -> Identity | None:
+        """The caller's identity if it may do ``action`` (``None``: is it anyone at all);
+        raises otherwise."""
+        caller = await self.authenticate(authorization)
+        if action is not None:
+            await self.authorize(caller, action)
+        return caller.identity
+
+    async def _cached(
+        self, key: tuple[str, Action | None], review: Callable[[], Awaitable[Identity]]
+    ) -> Identity:
+        """The outcome of ``review`` (an identity, or the 401/403 it raised), kept for
+        ``cache_seconds`` under ``key``: a token's digest and the action (``None``: the token
+        itself)."""
         now = self._monotonic()
-        cached = self._cache.get((digest, action))
+        cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
             outcome = cached[1]
         else:
             try:
-                outcome = await self._review(token, action)
+                outcome = await review()
             except (Unauthenticated, Forbidden) as e:
                 outcome = e
             if len(self._cache) > 10_000:
                 self._cache.clear()
-            self._cache[(digest, action)] = (now + self._cache_seconds, outcome)
+            self._cache[key] = (now + self._cache_seconds, outcome)
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
-    async def _review(self, token: str, action: Action | None) -> Identity:
+    async def _review_token(self, token: str) -> Identity:
         review = await self._post(
-            "/apis/authentication.k8s.io/v1/tokenreviews",
+            TOKEN_REVIEWS,
             {
                 "apiVersion": "authentication.k8s.io/v1",
                 "kind": "TokenReview",
@@ -147,14 +191,14 @@ class Authorizer:
         if not status.get("authenticated"):
             raise Unauthenticated(f"the token is not accepted: {status.get('error') or 'unknown'}")
         user = status.get("user") or {}
-        identity = Identity(
+        return Identity(
             user=str(user.get("username", "")),
             uid=str(user.get("uid", "")),
             groups=tuple(user.get("groups") or ()),
             extra={k: list(v) for k, v in (user.get("extra") or {}).items()},
         )
-        if action is None:
-            return identity
+
+    async def _review_access(self, identity: Identity, action: Action) -> Identity:
         attributes: dict[str, Any] = {
             "verb": action.verb,
             "group": action.group,
@@ -163,7 +207,7 @@ class Authorizer:
         if action.namespace:
             attributes["namespace"] = action.namespace
         access = await self._post(
-            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            SUBJECT_ACCESS_REVIEWS,
             {
                 "apiVersion": "authorization.k8s.io/v1",
                 "kind": "SubjectAccessReview",
@@ -182,9 +226,11 @@ class Authorizer:
             raise Forbidden(f"user {identity.user} may not {action}: {reason}")
         return identity
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, resource: Resource, body: dict[str, Any]) -> dict[str, Any]:
         if self._client is None:  # pragma: no cover - create_app always passes one
             raise LoadschedError("no API server client for reviews")
-        response = await send(self._client, "POST", path, what=f"POST {path}", json=body)
-        result: dict[str, Any] = response.json()
+        content = await creating.create(  # a review stores nothing: repeating it is harmless
+            self._client, resource, body, retry=self._retry, idempotent=True
+        )
+        result: dict[str, Any] = json.loads(content)
         return result

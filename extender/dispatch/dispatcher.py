@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -42,14 +42,16 @@ from extender.dispatch.caches import (
 from extender.dispatch.templates import JobTemplate
 from shared.capacity import Capacity, nowhere_fits
 from shared.errors import APIConflictError, LoadschedError
-from shared.kube.status import send
+from shared.kube.paths import CRONJOBS, JOBS
+from shared.kube.requesting import DEFAULT_RETRY, request
+from shared.kube.retrying import RetryPolicy
 from shared.node_fit import PodNeeds, Toleration
 from shared.quantity import parse_resources
 
 logger = logging.getLogger(__name__)
 
 
-class Backpressure(Exception):
+class Backpressure(LoadschedError):
     def __init__(self, reason: str, retry_after: int) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -116,7 +118,9 @@ class Dispatcher:
         retry_after: int = 10,
         cronjobs: CronJobStore | None = None,
         authorizer: Authorizer | None = None,
+        kube_retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
+        self.kube_retry = kube_retry
         self.cronjobs = cronjobs or CronJobStore()
         self.authorizer = authorizer or Authorizer("none")
         self.templates = templates
@@ -182,11 +186,13 @@ class Dispatcher:
             reason = self.pressure(template)
             if reason is not None:
                 raise Backpressure(reason, self._retry_after)
-        path = f"/apis/batch/v1/namespaces/{template.namespace}/jobs"
+        path = JOBS.path(namespace=template.namespace)
         try:
             job = JOB_DECODER.decode(await self._send("POST", path, json=body))
         except APIConflictError:
-            job = JOB_DECODER.decode(await self._send("GET", f"{path}/{name}"))
+            job = JOB_DECODER.decode(
+                await self._send("GET", JOBS.path(name, namespace=template.namespace))
+            )
             return Dispatched(job, created=False, state=job.state)
         except LoadschedError:
             if admitted:
@@ -200,7 +206,7 @@ class Dispatcher:
         """Delete with foreground propagation (the Job's pods, the CronJob's Jobs go first)."""
         await self._send(
             "DELETE",
-            f"/apis/batch/v1/namespaces/{namespace}/{kind}/{name}",
+            {"jobs": JOBS, "cronjobs": CRONJOBS}[kind].path(name, namespace=namespace),
             json={"propagationPolicy": "Foreground"},
         )
 
@@ -213,7 +219,7 @@ class Dispatcher:
     ) -> Dispatched[CronJob]:
         """Create the key's CronJob, or update its schedule and data (a merge patch)."""
         body = build_cronjob(template, key, data, schedule)
-        path = f"/apis/batch/v1/namespaces/{template.namespace}/cronjobs"
+        path = CRONJOBS.path(namespace=template.namespace)
         try:
             item = CRONJOB_DECODER.decode(await self._send("POST", path, json=body))
             created = True
@@ -222,7 +228,7 @@ class Dispatcher:
             item = CRONJOB_DECODER.decode(
                 await self._send(
                     "PATCH",
-                    f"{path}/{body['metadata']['name']}",
+                    CRONJOBS.path(body["metadata"]["name"], namespace=template.namespace),
                     json=patch,
                     headers={"Content-Type": "application/merge-patch+json"},
                 )
@@ -231,6 +237,16 @@ class Dispatcher:
         self.cronjobs.put(item)
         return Dispatched(item, created)
 
-    async def _send(self, method: str, path: str, **kwargs: object) -> bytes:
-        response = await send(self._client, method, path, what=f"{method} {path}", **kwargs)
+    async def _send(
+        self, method: str, path: str, *, json: Any = None, headers: dict[str, str] | None = None
+    ) -> bytes:
+        response = await request(
+            self._client,
+            method,
+            path,
+            what=f"{method} {path}",
+            retry=self.kube_retry,
+            json=json,
+            headers=headers,
+        )
         return response.content
