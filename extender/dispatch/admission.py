@@ -243,6 +243,8 @@ class Admission:
                 )
                 done = entries.finished.get(h)
                 if done is not None:
+                    if h in record.entries.admitted:  # tell replicas that did not see it end
+                        await self._settle(template, record.version, entries)
                     return Ticket("retained", state=done.state, uid=done.uid)
                 reason = (
                     None
@@ -293,6 +295,19 @@ class Admission:
                 logger.warning(
                     "job/%s/%s: admission not taken back: %s", template.namespace, name, e
                 )
+
+    async def _settle(self, template: JobTemplate, version: str | None, entries: Entries) -> None:
+        """Write what pruning learnt (once; a lost race or an error leaves it to the next
+        write)."""
+        data = encode_within(entries, self._max_bytes)
+        if data is None:
+            return
+        try:
+            await self._write(template, version, entries, data)
+        except LoadschedError as e:
+            logger.info(
+                "configmap/%s/%s: not updated: %s", template.namespace, record_name(template), e
+            )
 
     def _now(self) -> int:
         return int(self._clock().timestamp())

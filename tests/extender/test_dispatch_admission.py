@@ -253,7 +253,8 @@ async def test_a_finished_key_is_retained_and_never_admitted_again() -> None:
         replica.jobs.apply("ADDED", job("k", uid="uid-k"))
         replica.jobs.apply("DELETED", job("k", "succeeded", uid="uid-k"))
     clock[0] = NOW + timedelta(seconds=60)
-    assert (await b.admit(t, "other")).outcome == "admitted"  # writes the pruned record
+    retained = await b.admit(t, "k")  # and writes the record: the key has ended
+    assert retained == Ticket("retained", state="succeeded", uid="uid-k")
     assert stored(configmaps)["finished"] == {"k": [T + 60, "succeeded", "uid-k"]}
     fresh = Replica(configmaps, clock)  # a replica started after the Job was gone
     assert await fresh.admit(t, "k") == Ticket("retained", state="succeeded", uid="uid-k")
