@@ -24,12 +24,12 @@ import httpx
 from sqlalchemy import Engine, create_engine, make_url, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from shared.errors import ConfigError
+from shared.errors import ConfigError, LoadschedError
 
 logger = logging.getLogger(__name__)
 
 
-class DatabaseError(Exception):
+class DatabaseError(LoadschedError):
     """The query could not be run (message from the driver)."""
 
 

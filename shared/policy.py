@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from shared.durations import parse_duration
-from shared.errors import ConfigError
+from shared.errors import ConfigError, LoadschedError
 
 HOT_VALUE_KEY = "node_hot_value"
 EXTRA_ACTIVE_PERIOD = timedelta(minutes=5)
@@ -218,7 +218,7 @@ class DynamicSchedulerPolicy(_Strict):
         return ZoneInfo(self.spec.timestamp_zone)
 
 
-class _FieldError(ValueError):
+class _FieldError(LoadschedError, ValueError):
     """Raised from a model validator to point at a nested field by its full path."""
 
     def __init__(self, path: str, message: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from croniter import croniter
 
 from extender.dispatch.templates import ENV_NAME, JobTemplate
+from shared.errors import LoadschedError
 
 TEMPLATE_LABEL = "loadsched.io/template"
 KEY_HASH_LABEL = "loadsched.io/key-hash"
@@ -24,7 +25,7 @@ MAX_KEY_LENGTH = 253
 MAX_DATA_KEYS = 128
 
 
-class InvalidDispatch(ValueError):
+class InvalidDispatch(LoadschedError, ValueError):
     """A request the template does not allow; ``field`` is its JSON path."""
 
     def __init__(self, field: str, message: str) -> None:

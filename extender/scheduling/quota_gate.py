@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.wire import MetaPod, MetaVictims, PodInfo
+from shared.errors import LoadschedError
 from shared.quantity import ResourceList
 from shared.quota import Admission
 from shared.quota_ledger import ASSUMED, PodUsage, QuotaLedger
@@ -40,7 +41,7 @@ from shared.reclaim import Preemptor, Rules, victims_on_node
 logger = logging.getLogger(__name__)
 
 
-class InvalidPod(Exception):
+class InvalidPod(LoadschedError):
     """The pod in a request has a malformed field (named in the message)."""
 
 

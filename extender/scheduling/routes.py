@@ -30,6 +30,7 @@ from extender.scheduling.wire import (
     FilterResult,
     encode_filter_result,
 )
+from shared.errors import LoadschedError
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +40,14 @@ PATHS = frozenset({"/filter", "/prioritize", "/preempt"})
 JSON = b"application/json"
 
 
-class BadRequest(Exception):
+class BadRequest(LoadschedError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
 
 
-class Disconnected(Exception):
+class Disconnected(LoadschedError):
     """The client went away before the body was complete: there is no one to answer."""
 
 

@@ -31,6 +31,7 @@ from extender.scheduling.wire import (
     PreemptionResult,
     encode_filter_result,
 )
+from shared.errors import LoadschedError
 from shared.load_model import LoadRules, Verdict
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ logger = logging.getLogger(__name__)
 NOT_CACHED_CLOSED = "node[{}] is not in the extender's node cache yet; staleData is failClosed"
 
 
-class NamesOnlyUnavailable(Exception):
+class NamesOnlyUnavailable(LoadschedError):
     """A names-only request reached an extender that has no node cache."""
 
     MESSAGE = (
@@ -50,7 +51,7 @@ class NamesOnlyUnavailable(Exception):
 FullNodes = list[tuple[str, Verdict, msgspec.Raw]]
 
 
-class InvalidNode(Exception):
+class InvalidNode(LoadschedError):
     """A node item in ``Nodes.items`` has a field of the wrong type."""
 
     def __init__(self, index: int, error: msgspec.DecodeError) -> None:
