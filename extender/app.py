@@ -44,11 +44,12 @@ from extender.settings import ExtenderSettings
 from extender.state import ROOMS, ExtenderState, Room
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, in_cluster, load_endpoint
+from shared.kube.paths import CRONJOBS, ELASTIC_QUOTAS, JOBS, NODES, PODS
 from shared.kube.watching import FanOut, Reflector, Store
 from shared.load_model import LoadRules
 from shared.pods import POD_DECODER, Pod
 from shared.policy import DynamicSchedulerPolicy, default_policy, load_policy
-from shared.quota_ledger import ELASTIC_QUOTAS_PATH, QUOTA_DECODER, QuotaLedger, QuotaObject
+from shared.quota_ledger import QUOTA_DECODER, QuotaLedger, QuotaObject
 from shared.settings import flag_and_variable
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ def pod_watch(client: httpx.AsyncClient, stores: list[Store[Pod]]) -> Reflector[
     """One watch of every pod, feeding each room's index of them."""
     return Reflector[Pod](
         client=client,
-        path="/api/v1/pods",
+        path=PODS.path(),
         decode=POD_DECODER.decode,
         store=FanOut[Pod](*stores),
         name="pods",
@@ -164,7 +165,7 @@ def pod_watch(client: httpx.AsyncClient, stores: list[Store[Pod]]) -> Reflector[
 def quota_watch(client: httpx.AsyncClient, ledger: QuotaLedger) -> Reflector[QuotaObject]:
     return Reflector[QuotaObject](
         client=client,
-        path=ELASTIC_QUOTAS_PATH,
+        path=ELASTIC_QUOTAS.path(),
         decode=QUOTA_DECODER.decode,
         store=ledger.quota_store,
         name="elasticquotas",
@@ -178,7 +179,7 @@ def dispatched_watches(
     return [
         Reflector[Job](
             client=client,
-            path="/apis/batch/v1/jobs",
+            path=JOBS.path(),
             decode=JOB_DECODER.decode,
             store=jobs_store,
             name="dispatched jobs",
@@ -186,7 +187,7 @@ def dispatched_watches(
         ),
         Reflector[CronJob](
             client=client,
-            path="/apis/batch/v1/cronjobs",
+            path=CRONJOBS.path(),
             decode=CRONJOB_DECODER.decode,
             store=cronjobs_store,
             name="dispatched cronjobs",
@@ -212,9 +213,13 @@ def start_dispatch(
         capacity=NodeCapacity(node_cache, ledger),
         clock=state.clock,
         retry_after=state.settings.dispatch_retry_after,
+        kube_retry=state.settings.kube_retry(),
         cronjobs=cronjobs_store,
         authorizer=Authorizer(
-            state.settings.dispatch_auth, client=client, static_tokens=config.static_tokens
+            state.settings.dispatch_auth,
+            client=client,
+            static_tokens=config.static_tokens,
+            retry=state.settings.kube_retry(),
         ),
     )
     return pods, dispatched_watches(client, jobs_store, cronjobs_store)
@@ -276,7 +281,7 @@ def cluster_lifespan(
         async with endpoint.client(transport=transport) as client:
             state.node_reflector = Reflector[Node](
                 client=client,
-                path="/api/v1/nodes",
+                path=NODES.path(),
                 decode=decode_node,
                 store=state.node_cache,
                 name="nodes",
@@ -366,6 +371,7 @@ def create_app(
             clock=clock,
             period=settings.requeue_period,
             min_interval=settings.requeue_min_interval,
+            retry=settings.kube_retry(),
         )
     lifespan = cluster_lifespan(
         state,

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from shared.kube.paths import ELASTIC_QUOTAS
 from shared.pods import Pod
 from shared.quantity import ResourceList, add
 from shared.quota import Admission, ElasticQuota, QuotaState, Totals
@@ -97,7 +98,7 @@ class QuotaObject(msgspec.Struct, gc=False):
 
 
 QUOTA_DECODER = msgspec.json.Decoder(QuotaObject)
-ELASTIC_QUOTAS_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/elasticquotas"
+ELASTIC_QUOTAS_PATH = ELASTIC_QUOTAS.path()
 
 
 class QuotaLedger:
