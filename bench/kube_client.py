@@ -105,7 +105,9 @@ async def measure(box: Sandbox, names: list[str], rounds: int, concurrency: int)
             await one_round(names[:200], 0, patch, concurrency)
         rates: dict[str, list[float]] = {name: [] for name in clients}
         for round_ in range(1, rounds + 1):
-            for name, patch in clients.items():
+            order = list(clients.items())
+            shift = round_ % len(order)  # each client goes first in turn
+            for name, patch in order[shift:] + order[:shift]:
                 rate = await one_round(names, round_ * 10 + len(rates[name]), patch, concurrency)
                 rates[name].append(rate)
                 print(f"round {round_} {name:<10} {rate:8.0f} patches/s", file=sys.stderr)
