@@ -54,6 +54,7 @@ class Resource:
 NODES = Resource("", "v1", "nodes", namespaced=False)
 PODS = Resource("", "v1", "pods", namespaced=True)
 EVENTS = Resource("", "v1", "events", namespaced=True)
+CONFIGMAPS = Resource("", "v1", "configmaps", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", namespaced=True)
 JOBS = Resource("batch", "v1", "jobs", namespaced=True)
 CRONJOBS = Resource("batch", "v1", "cronjobs", namespaced=True)

@@ -1,6 +1,7 @@
 import pytest
 
 from shared.kube.paths import (
+    CONFIGMAPS,
     CRONJOBS,
     ELASTIC_QUOTAS,
     EVENTS,
@@ -24,6 +25,7 @@ from shared.kube.paths import (
         (PODS, "p", "ns", "status", "/api/v1/namespaces/ns/pods/p/status"),
         (PODS, "p", "ns", "eviction", "/api/v1/namespaces/ns/pods/p/eviction"),
         (EVENTS, "", "ns", "", "/api/v1/namespaces/ns/events"),
+        (CONFIGMAPS, "c", "ns", "", "/api/v1/namespaces/ns/configmaps/c"),
         (
             LEASES,
             "l",
