@@ -238,6 +238,17 @@ async def test_tokenreview_and_subjectaccessreview(
     unknown = await client.post("/v1/jobs", json={"template": "nope", "key": "a"}, headers=writer)
     assert unknown.status_code == 404
     assert (await client.post("/v1/jobs", json={"template": "nope", "key": "a"})).status_code == 401
+    # authentication comes first: a bad body is a 422 only for an authenticated caller
+    assert (await client.post("/v1/jobs", json={"template": "work"})).status_code == 401
+    incomplete = await client.post("/v1/jobs", json={"template": "work"}, headers=writer)
+    assert incomplete.status_code == 422
+    # a token is reviewed once: another action by the same caller costs one access review
+    before = len(api.reviews)
+    assert (await client.get("/v1/jobs", headers=writer)).status_code == 200
+    assert api.reviews[before:] == ["access"]
+    denied = await client.get("/v1/jobs/batch/x", headers={"Authorization": "Bearer reader"})
+    assert denied.status_code == 403
+    assert "may not get jobs in namespace batch" in denied.json()["detail"]
 
 
 async def test_static_tokens(make_client: ClientFactory, tmp_path: Path) -> None:

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from extender.dispatch.building import MAX_KEY_LENGTH, InvalidDispatch
 from extender.dispatch.caches import CronJob
-from extender.dispatch.routes.jobs import (
+from extender.dispatch.routes.deps import (
+    AUTHENTICATED,
     DispatcherDep,
-    authorize,
-    delete_dispatched,
-    find,
-    invalid,
+    Posted,
+    allowed,
+    everywhere,
     upstream,
 )
+from extender.dispatch.routes.jobs import delete_dispatched, find, invalid
 from shared.errors import LoadschedError
 
-router = APIRouter(prefix="/v1/cronjobs", tags=["job dispatch"])
+router = APIRouter(prefix="/v1/cronjobs", tags=["job dispatch"], dependencies=[AUTHENTICATED])
+"""Every route here answers 401 without an accepted token (:data:`AUTHENTICATED`) and names
+its action with :func:`allowed`."""
 
 Count = Annotated[int, Field(ge=0, le=100, strict=True)]
 
@@ -50,14 +53,18 @@ class CronResponse(BaseModel):
     created: bool
 
 
+def posted_cronjob(request: CronRequest, dispatcher: DispatcherDep) -> Posted[CronRequest]:
+    return Posted(request, dispatcher.templates.get(request.template))
+
+
+MayCreate = Annotated[Posted[CronRequest], allowed("create", "cronjobs", posted_cronjob)]
+
+
 @router.post("", status_code=201, response_model=CronResponse)
 async def apply_cronjob(
-    request: CronRequest, dispatcher: DispatcherDep, response: Response, http: Request
+    posted: MayCreate, dispatcher: DispatcherDep, response: Response
 ) -> CronResponse:
-    template = dispatcher.templates.get(request.template)
-    await authorize(
-        dispatcher, http, "create", "cronjobs", template.namespace if template else None
-    )
+    request, template = posted.body, posted.template
     if template is None:
         raise HTTPException(404, f"unknown template {request.template!r}")
     spec = {
@@ -100,11 +107,8 @@ def describe(cron: CronJob) -> dict[str, Any]:
     }
 
 
-@router.get("")
-async def list_cronjobs(
-    dispatcher: DispatcherDep, http: Request, template: str | None = None
-) -> dict[str, Any]:
-    await authorize(dispatcher, http, "list", "cronjobs", "")
+@router.get("", dependencies=[allowed("list", "cronjobs", everywhere)])
+async def list_cronjobs(dispatcher: DispatcherDep, template: str | None = None) -> dict[str, Any]:
     items = [
         describe(c)
         for c in dispatcher.cronjobs.objects.values()
@@ -114,18 +118,11 @@ async def list_cronjobs(
     return {"items": items}
 
 
-@router.get("/{namespace}/{name}")
-async def read_cronjob(
-    namespace: str, name: str, dispatcher: DispatcherDep, http: Request
-) -> dict[str, Any]:
-    await authorize(dispatcher, http, "get", "cronjobs", namespace)
+@router.get("/{namespace}/{name}", dependencies=[allowed("get", "cronjobs")])
+async def read_cronjob(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
     return describe(find(dispatcher.cronjobs, "CronJob", namespace, name))
 
 
-@router.delete("/{namespace}/{name}")
-async def delete_cronjob(
-    namespace: str, name: str, dispatcher: DispatcherDep, http: Request
-) -> dict[str, Any]:
-    return await delete_dispatched(
-        dispatcher, dispatcher.cronjobs, "CronJob", namespace, name, http
-    )
+@router.delete("/{namespace}/{name}", dependencies=[allowed("delete", "cronjobs")])
+async def delete_cronjob(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+    return await delete_dispatched(dispatcher, dispatcher.cronjobs, "CronJob", namespace, name)

@@ -7,19 +7,26 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from extender.deps import StateDep
-from extender.dispatch.authorizing import Action, Forbidden, Unauthenticated
 from extender.dispatch.building import MAX_KEY_LENGTH, InvalidDispatch
 from extender.dispatch.caches import D, DispatchedStore, Job
 from extender.dispatch.dispatcher import Backpressure, Dispatcher
-from extender.state import ExtenderState
-from shared.errors import APIError, APINotFoundError, LoadschedError
+from extender.dispatch.routes.deps import (
+    AUTHENTICATED,
+    DispatcherDep,
+    Posted,
+    allowed,
+    everywhere,
+    upstream,
+)
+from shared.errors import APINotFoundError, LoadschedError
 
-router = APIRouter(prefix="/v1/jobs", tags=["job dispatch"])
+router = APIRouter(prefix="/v1/jobs", tags=["job dispatch"], dependencies=[AUTHENTICATED])
+"""Every route here answers 401 without an accepted token (:data:`AUTHENTICATED`) and names
+its action with :func:`allowed`."""
 
 
 class DispatchRequest(BaseModel):
@@ -43,29 +50,11 @@ class DispatchResponse(BaseModel):
     template's ``keyRetentionSeconds`` whose Job is gone without having been seen to finish."""
 
 
-def dispatcher(state: StateDep) -> Dispatcher:
-    if state.dispatcher is None:
-        raise HTTPException(404, "job dispatch is not enabled (start with --job-templates)")
-    return state.dispatcher
+def posted_job(request: DispatchRequest, dispatcher: DispatcherDep) -> Posted[DispatchRequest]:
+    return Posted(request, dispatcher.templates.get(request.template))
 
 
-DispatcherDep = Annotated[Dispatcher, Depends(dispatcher)]
-
-
-async def authorize(
-    dispatcher: Dispatcher, http: Request, verb: str, resource: str, namespace: str | None
-) -> None:
-    """401 without an accepted token, 403 when the cluster's RBAC says no (``namespace``
-    ``None``: only authenticate)."""
-    action = None if namespace is None else Action(verb, resource, namespace)
-    try:
-        await dispatcher.authorizer.require(http.headers.get("authorization"), action)
-    except Unauthenticated as e:
-        raise HTTPException(401, str(e), headers={"WWW-Authenticate": "Bearer"}) from e
-    except Forbidden as e:
-        raise HTTPException(403, str(e)) from e
-    except LoadschedError as e:
-        raise upstream(e) from e
+MayCreate = Annotated[Posted[DispatchRequest], allowed("create", "jobs", posted_job)]
 
 
 def invalid(error: InvalidDispatch) -> HTTPException:
@@ -73,18 +62,11 @@ def invalid(error: InvalidDispatch) -> HTTPException:
     return HTTPException(422, [{"loc": loc, "msg": error.message, "type": "value_error"}])
 
 
-def upstream(error: LoadschedError) -> HTTPException:
-    if isinstance(error, APIError):
-        return HTTPException(502, f"the API server refused: {error}")
-    return HTTPException(503, f"the API server is unreachable: {error}")
-
-
 @router.post("", status_code=201, response_model=DispatchResponse)
 async def dispatch(
-    request: DispatchRequest, dispatcher: DispatcherDep, response: Response, http: Request
+    posted: MayCreate, dispatcher: DispatcherDep, response: Response
 ) -> DispatchResponse | JSONResponse:
-    template = dispatcher.templates.get(request.template)
-    await authorize(dispatcher, http, "create", "jobs", template.namespace if template else None)
+    request, template = posted.body, posted.template
     if template is None:
         raise HTTPException(404, f"unknown template {request.template!r}")
     try:
@@ -109,9 +91,9 @@ async def dispatch(
     )
 
 
-def describe(job: Job, state: ExtenderState) -> dict[str, Any]:
+def describe(job: Job, dispatcher: Dispatcher) -> dict[str, Any]:
     meta, status = job.metadata, job.status
-    pods = state.dispatcher.pods.of_job(meta.namespace, meta.name) if state.dispatcher else []
+    pods = dispatcher.pods.of_job(meta.namespace, meta.name)
     return {
         "namespace": meta.namespace,
         "name": meta.name,
@@ -135,19 +117,16 @@ def describe(job: Job, state: ExtenderState) -> dict[str, Any]:
     }
 
 
-@router.get("")
+@router.get("", dependencies=[allowed("list", "jobs", everywhere)])
 async def list_jobs(
     dispatcher: DispatcherDep,
-    state: StateDep,
-    http: Request,
     template: str | None = None,
     job_state: Annotated[
         Literal["active", "succeeded", "failed"] | None, Query(alias="state")
     ] = None,
 ) -> dict[str, Any]:
-    await authorize(dispatcher, http, "list", "jobs", "")
     jobs = [
-        describe(job, state)
+        describe(job, dispatcher)
         for job in dispatcher.jobs.objects.values()
         if (template is None or job.template == template)
         and (job_state is None or job.state == job_state)
@@ -170,11 +149,9 @@ async def delete_dispatched(
     kind: str,
     namespace: str,
     name: str,
-    http: Request,
 ) -> dict[str, Any]:
     """``DELETE`` of a dispatched Job or CronJob (``kind``), foreground propagation."""
     resource = f"{kind.lower()}s"
-    await authorize(dispatcher, http, "delete", resource, namespace)
     find(store, kind, namespace, name)
     try:
         await dispatcher.delete(namespace, name, kind=resource)
@@ -185,34 +162,26 @@ async def delete_dispatched(
     return {"namespace": namespace, "name": name, "deleted": True, "propagation": "Foreground"}
 
 
-@router.get("/{namespace}/{name}")
-async def read_job(
-    namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep, http: Request
-) -> dict[str, Any]:
-    await authorize(dispatcher, http, "get", "jobs", namespace)
-    return describe(find(dispatcher.jobs, "Job", namespace, name), state)
+@router.get("/{namespace}/{name}", dependencies=[allowed("get", "jobs")])
+async def read_job(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+    return describe(find(dispatcher.jobs, "Job", namespace, name), dispatcher)
 
 
-@router.delete("/{namespace}/{name}")
-async def delete_job(
-    namespace: str, name: str, dispatcher: DispatcherDep, http: Request
-) -> dict[str, Any]:
-    return await delete_dispatched(dispatcher, dispatcher.jobs, "Job", namespace, name, http)
+@router.delete("/{namespace}/{name}", dependencies=[allowed("delete", "jobs")])
+async def delete_job(namespace: str, name: str, dispatcher: DispatcherDep) -> dict[str, Any]:
+    return await delete_dispatched(dispatcher, dispatcher.jobs, "Job", namespace, name)
 
 
-@router.get("/{namespace}/{name}/watch")
-async def watch_job(
-    namespace: str, name: str, dispatcher: DispatcherDep, state: StateDep, http: Request
-) -> StreamingResponse:
+@router.get("/{namespace}/{name}/watch", dependencies=[allowed("watch", "jobs")])
+async def watch_job(namespace: str, name: str, dispatcher: DispatcherDep) -> StreamingResponse:
     """Server-Sent Events: the Job's state now, then on every change, until it is deleted."""
-    await authorize(dispatcher, http, "watch", "jobs", namespace)
     job = find(dispatcher.jobs, "Job", namespace, name)
     key = (namespace, name)
     queue = dispatcher.jobs.subscribe(key)
 
     async def events() -> AsyncIterator[bytes]:
         try:
-            yield _sse("job", describe(job, state))
+            yield _sse("job", describe(job, dispatcher))
             while True:
                 try:
                     current = await asyncio.wait_for(queue.get(), timeout=15)
@@ -222,7 +191,7 @@ async def watch_job(
                 if current is None:
                     yield _sse("deleted", {"namespace": namespace, "name": name})
                     return
-                yield _sse("job", describe(current, state))
+                yield _sse("job", describe(current, dispatcher))
         finally:
             dispatcher.jobs.unsubscribe(key, queue)
 
