@@ -40,14 +40,14 @@ TARGET_RATE = 50.0
 
 
 def timed_posts(
-    url: str, headers: dict[str, str], keys: list[str], workers: int
+    url: str, headers: dict[str, str], keys: list[str], workers: int, template: str = "bench"
 ) -> tuple[list[float], float, set[int]]:
     """Milliseconds per request, the wall time of all of them, and the status codes seen."""
 
     def one(key: str, client: httpx.Client) -> tuple[float, int]:
         started = time.perf_counter()
         response = client.post(
-            "/v1/jobs", json={"template": "bench", "key": key, "data": {"ROW_ID": key}}
+            "/v1/jobs", json={"template": template, "key": key, "data": {"ROW_ID": key}}
         )
         return (time.perf_counter() - started) * 1000, response.status_code
 
@@ -107,7 +107,17 @@ def main() -> int:
                             "image": "registry.k8s.io/pause:3.10",
                             "resources": {"requests": {"cpu": "10m"}},
                             "allowedKeys": {"names": ["ROW_ID"]},
-                        }
+                        },
+                        {  # the same, with an admission record (limits never reached)
+                            "name": "recorded",
+                            "namespace": NAMESPACE,
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "10m"}},
+                            "allowedKeys": {"names": ["ROW_ID"]},
+                            "maxActive": 100_000,
+                            "maxPending": 100_000,
+                            "keyRetentionSeconds": 3600,
+                        },
                     ]
                 }
             )
@@ -161,6 +171,31 @@ def main() -> int:
         two, new_rate = by_label["new keys, 2 clients"]
         worst_p99 = max(
             percentile(two, 99), percentile(by_label["duplicate keys, 8 clients"][0], 99)
+        )
+
+        # side by side, alternating: new keys from 2 clients without and with the admission
+        # record (maxActive, maxPending and keyRetentionSeconds: one ConfigMap write per Job)
+        record_rows: dict[str, tuple[list[float], float]] = {
+            "bench": ([], 0.0),
+            "recorded": ([], 0.0),
+        }
+        for block in range(4):
+            for name in record_rows:
+                keys = [f"rec-{block}-{i}" for i in range(count // 4)]
+                latencies, wall, codes = timed_posts(url, headers, keys, 2, template=name)
+                assert codes == {201}, codes
+                previous, total = record_rows[name]
+                record_rows[name] = (previous + latencies, total + wall)
+        plain_rate = count / record_rows["bench"][1]
+        recorded_rate = count / record_rows["recorded"][1]
+        print(
+            f"\nnew keys from 2 clients, without / with the admission record: "
+            f"p50 {percentile(record_rows['bench'][0], 50):.1f} / "
+            f"{percentile(record_rows['recorded'][0], 50):.1f} ms, "
+            f"p99 {percentile(record_rows['bench'][0], 99):.1f} / "
+            f"{percentile(record_rows['recorded'][0], 99):.1f} ms, "
+            f"{plain_rate:.1f} / {recorded_rate:.1f} Jobs/s: "
+            f"ratio {recorded_rate / plain_rate:.2f}x"
         )
 
         # 2,000 Jobs of the template in the cluster (suspended: no pods), then the comparison
