@@ -52,6 +52,10 @@ async def test_a_failing_job_watch_keeps_dispatch_unready_but_not_the_verbs(
     assert everything.status_code == 503 and "dispatched jobs" in everything.text
     names = await client.post("/filter", content=encode(names_args(["n1"])))
     assert names.status_code == 200 and names.json()["NodeNames"] == ["n1"]
+    # until its caches are listed, dispatch cannot tell limits or known keys: it says so
+    refused = await client.post("/v1/jobs", json={"template": "work", "key": "a"})
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert "dispatched jobs not listed yet" in refused.json()["detail"]
 
 
 async def test_dispatch_only_serves_no_scheduler_verbs(

@@ -13,7 +13,7 @@ template), which answers 403 when the cluster's RBAC says no. Handlers call neit
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, Protocol, TypeVar
+from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
 from fastapi import Depends, HTTPException, Request
 
@@ -29,11 +29,18 @@ class DispatchState(Protocol):
     @property
     def dispatcher(self) -> Dispatcher | None: ...
 
+    def readiness(self, room: Literal["dispatch"]) -> tuple[bool, str]: ...
+
 
 def get_dispatcher(request: Request) -> Dispatcher:
+    """The dispatcher; 404 when this process does not serve dispatch, 503 (``Retry-After``)
+    until its caches have been listed: before that, limits and known keys cannot be told."""
     state: DispatchState = request.app.state.loadsched
     if state.dispatcher is None:
         raise HTTPException(404, "job dispatch is not enabled (start with --job-templates)")
+    ready, message = state.readiness("dispatch")
+    if not ready:
+        raise HTTPException(503, f"job dispatch is {message}", headers={"Retry-After": "1"})
     return state.dispatcher
 
 
