@@ -45,6 +45,7 @@ from extender.state import ROOMS, ExtenderState, Room
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, in_cluster, load_endpoint
 from shared.kube.paths import CRONJOBS, ELASTIC_QUOTAS, JOBS, NODES, PODS
+from shared.kube.retrying import RetryPolicy
 from shared.kube.watching import FanOut, Reflector, Store
 from shared.load_model import LoadRules
 from shared.pods import POD_DECODER, Pod
@@ -151,10 +152,13 @@ def dispatch_config(
     return DispatchConfig(templates, static_tokens)
 
 
-def pod_watch(client: httpx.AsyncClient, stores: list[Store[Pod]]) -> Reflector[Pod]:
+def pod_watch(
+    client: httpx.AsyncClient, stores: list[Store[Pod]], retry: RetryPolicy
+) -> Reflector[Pod]:
     """One watch of every pod, feeding each room's index of them."""
     return Reflector[Pod](
         client=client,
+        retry=retry,
         path=PODS.path(),
         decode=POD_DECODER.decode,
         store=FanOut[Pod](*stores),
@@ -162,9 +166,12 @@ def pod_watch(client: httpx.AsyncClient, stores: list[Store[Pod]]) -> Reflector[
     )
 
 
-def quota_watch(client: httpx.AsyncClient, ledger: QuotaLedger) -> Reflector[QuotaObject]:
+def quota_watch(
+    client: httpx.AsyncClient, ledger: QuotaLedger, retry: RetryPolicy
+) -> Reflector[QuotaObject]:
     return Reflector[QuotaObject](
         client=client,
+        retry=retry,
         path=ELASTIC_QUOTAS.path(),
         decode=QUOTA_DECODER.decode,
         store=ledger.quota_store,
@@ -173,12 +180,16 @@ def quota_watch(client: httpx.AsyncClient, ledger: QuotaLedger) -> Reflector[Quo
 
 
 def dispatched_watches(
-    client: httpx.AsyncClient, jobs_store: JobStore, cronjobs_store: CronJobStore
+    client: httpx.AsyncClient,
+    jobs_store: JobStore,
+    cronjobs_store: CronJobStore,
+    retry: RetryPolicy,
 ) -> list[Reflector[Any]]:
     """The Jobs and CronJobs dispatch created (by their template label)."""
     return [
         Reflector[Job](
             client=client,
+            retry=retry,
             path=JOBS.path(),
             decode=JOB_DECODER.decode,
             store=jobs_store,
@@ -187,6 +198,7 @@ def dispatched_watches(
         ),
         Reflector[CronJob](
             client=client,
+            retry=retry,
             path=CRONJOBS.path(),
             decode=CRONJOB_DECODER.decode,
             store=cronjobs_store,
@@ -205,6 +217,7 @@ def start_dispatch(
 ) -> tuple[TemplatePodStore, list[Reflector[Any]]]:
     """The dispatcher, with its caches; returns its pod index and the watches feeding the rest."""
     jobs_store, pods, cronjobs_store = JobStore(), TemplatePodStore(), CronJobStore()
+    retry = state.settings.kube_retry()
     state.dispatcher = Dispatcher(
         templates=config.templates,
         client=client,
@@ -213,16 +226,16 @@ def start_dispatch(
         capacity=NodeCapacity(node_cache, ledger),
         clock=state.clock,
         retry_after=state.settings.dispatch_retry_after,
-        kube_retry=state.settings.kube_retry(),
+        kube_retry=retry,
         cronjobs=cronjobs_store,
         authorizer=Authorizer(
             state.settings.dispatch_auth,
             client=client,
             static_tokens=config.static_tokens,
-            retry=state.settings.kube_retry(),
+            retry=retry,
         ),
     )
-    return pods, dispatched_watches(client, jobs_store, cronjobs_store)
+    return pods, dispatched_watches(client, jobs_store, cronjobs_store, retry)
 
 
 def room_watches(
@@ -236,13 +249,14 @@ def room_watches(
     """Every watch besides nodes, each recorded under the rooms whose readiness waits on it.
     Pods are watched once when either room needs them: quotas count them, dispatch indexes
     the pods of its Jobs and what bound pods use per node."""
+    retry = state.settings.kube_retry()
     pod_stores: list[Store[Pod]] = []
     scheduling: list[Reflector[Any]] = []
     dispatching: list[Reflector[Any]] = []
     if quota is not None or dispatch is not None:
         pod_stores.append(ledger.pod_store)
     if quota is not None:
-        scheduling.append(quota_watch(client, ledger))
+        scheduling.append(quota_watch(client, ledger, retry))
     if dispatch is not None:
         pods, dispatched = start_dispatch(
             state, dispatch, client, ledger, needs_cluster("job_templates", state.node_cache)
@@ -251,7 +265,7 @@ def room_watches(
         dispatching += dispatched
     if not pod_stores:
         return []
-    pod_reflector = pod_watch(client, pod_stores)
+    pod_reflector = pod_watch(client, pod_stores, retry)
     if quota is not None:
         scheduling.insert(0, pod_reflector)
     if dispatch is not None:
@@ -281,6 +295,7 @@ def cluster_lifespan(
         async with endpoint.client(transport=transport) as client:
             state.node_reflector = Reflector[Node](
                 client=client,
+                retry=state.settings.kube_retry(),
                 path=NODES.path(),
                 decode=decode_node,
                 store=state.node_cache,
