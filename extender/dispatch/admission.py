@@ -36,7 +36,13 @@ from extender.dispatch.building import TEMPLATE_LABEL
 from extender.dispatch.caches import JobStore, TemplatePodStore
 from extender.dispatch.templates import JobTemplate
 from shared.errors import APIConflictError, APINotFoundError, LoadschedError
-from shared.kube.status import send
+from shared.kube.creating import create
+from shared.kube.fetching import get
+from shared.kube.meta import ObjectMeta
+from shared.kube.paths import CONFIGMAPS
+from shared.kube.replacing import replace
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +83,12 @@ _ENCODER = msgspec.json.Encoder()
 _ENTRIES = msgspec.json.Decoder(Entries)
 
 
-class _Meta(msgspec.Struct, gc=False):
-    resourceVersion: str = ""
+class _ConfigMap(msgspec.Struct, gc=False, omit_defaults=True):
+    """The admission record as read, and as written (``apiVersion`` and ``kind`` set)."""
 
-
-class _ConfigMap(msgspec.Struct, gc=False):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    apiVersion: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     data: dict[str, str] | None = None
 
 
@@ -208,8 +214,10 @@ class Admission:
         grace_seconds: int = GRACE_SECONDS,
         attempts: int = ATTEMPTS,
         max_bytes: int = MAX_RECORD_BYTES,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self._client = client
+        self._retry = retry
         self._clock = clock
         self._grace = grace_seconds
         self._attempts = attempts
@@ -312,18 +320,21 @@ class Admission:
     def _now(self) -> int:
         return int(self._clock().timestamp())
 
-    def _path(self, template: JobTemplate, name: str = "") -> str:
-        path = f"/api/v1/namespaces/{template.namespace}/configmaps"
-        return f"{path}/{name}" if name else path
-
     async def _read(self, template: JobTemplate) -> Record:
-        path = self._path(template, record_name(template))
+        name = record_name(template)
         try:
-            response = await send(self._client, "GET", path, what=f"GET {path}")
+            content = await get(
+                self._client,
+                CONFIGMAPS,
+                name,
+                namespace=template.namespace,
+                what=f"configmap/{template.namespace}/{name}: get",
+                retry=self._retry,
+            )
         except APINotFoundError:
             record = Record(Entries(), None)
         else:
-            record = self._decode(template, response.content)
+            record = self._decode(template, content)
         self._records[template.name] = record
         return record
 
@@ -341,27 +352,44 @@ class Admission:
                 e,
             )
             entries = Entries()
-        return Record(entries, configmap.metadata.resourceVersion)
+        return Record(entries, configmap.metadata.resourceVersion or "")
 
     async def _write(
         self, template: JobTemplate, version: str | None, entries: Entries, data: bytes
     ) -> None:
         """Create the ConfigMap (``version`` None) or replace it under ``version``; a 409
         (someone wrote first) raises :class:`APIConflictError`."""
-        metadata: dict[str, Any] = {
-            "name": record_name(template),
-            "namespace": template.namespace,
-            "labels": {
-                "app.kubernetes.io/managed-by": "loadsched",
-                TEMPLATE_LABEL: template.name,
-            },
-        }
-        if version is not None:
-            metadata["resourceVersion"] = version
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
-        body["data"] = {DATA_KEY: data.decode()}
-        method = "POST" if version is None else "PUT"
-        path = self._path(template, "" if version is None else record_name(template))
-        response = await send(self._client, method, path, what=f"{method} {path}", json=body)
-        version = _CONFIGMAP.decode(response.content).metadata.resourceVersion
-        self._records[template.name] = Record(entries, version)
+        name, namespace = record_name(template), template.namespace
+        body = _ConfigMap(
+            apiVersion=CONFIGMAPS.api_version,
+            kind="ConfigMap",
+            metadata=ObjectMeta(
+                name=name,
+                namespace=namespace,
+                resourceVersion=version,
+                labels={"app.kubernetes.io/managed-by": "loadsched", TEMPLATE_LABEL: template.name},
+            ),
+            data={DATA_KEY: data.decode()},
+        )
+        where = f"configmap/{namespace}/{name}"
+        if version is None:
+            content = await create(
+                self._client,
+                CONFIGMAPS,
+                body,
+                namespace=namespace,
+                what=f"{where}: create",
+                retry=self._retry,
+            )
+        else:
+            content = await replace(
+                self._client,
+                CONFIGMAPS,
+                name,
+                body,
+                namespace=namespace,
+                what=f"{where}: replace",
+                retry=self._retry,
+            )
+        stored = _CONFIGMAP.decode(content).metadata.resourceVersion or ""
+        self._records[template.name] = Record(entries, stored)

@@ -142,7 +142,7 @@ class Dispatcher:
     @cached_property
     def admission(self) -> Admission:
         """The admission records of templates with limits or a key retention."""
-        return Admission(client=self._client, clock=self._clock)
+        return Admission(client=self._client, clock=self._clock, retry=self.kube_retry)
 
     def no_node_fits(self, template: JobTemplate) -> str | None:
         """Why no node could take a pod of ``template`` now (its requests, ``nodeSelector``

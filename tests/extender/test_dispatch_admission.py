@@ -26,6 +26,9 @@ from extender.dispatch.admission import (
 from extender.dispatch.caches import JOB_DECODER, JobStore, TemplatePodStore
 from extender.dispatch.dispatcher import over_limits
 from extender.dispatch.templates import JobTemplate
+from shared.errors import APITooManyRequestsError
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 from shared.pods import POD_DECODER
 from tests.fakekube import FakeConfigMaps
 
@@ -153,13 +156,21 @@ class Replica:
     """One dispatcher replica's view: its own watches (empty: nothing seen yet) and its own
     Admission, against the API server's ConfigMaps shared by all."""
 
-    def __init__(self, configmaps: FakeConfigMaps, clock: list[datetime]) -> None:
+    def __init__(
+        self,
+        configmaps: FakeConfigMaps,
+        clock: list[datetime],
+        *,
+        handler: Any = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
         self.jobs, self.pods = JobStore(), TemplatePodStore()
         self.jobs.replace([])
         client = httpx.AsyncClient(
-            transport=httpx.MockTransport(configmaps.handler), base_url="https://api.test"
+            transport=httpx.MockTransport(handler or configmaps.handler),
+            base_url="https://api.test",
         )
-        self.admission = Admission(client=client, clock=lambda: clock[0])
+        self.admission = Admission(client=client, clock=lambda: clock[0], retry=retry)
 
     async def admit(self, t: JobTemplate, key: str, pods: int = 1) -> Ticket:
         return await self.admission.admit(
@@ -230,6 +241,37 @@ async def test_a_stale_copy_is_reread_before_refusing() -> None:
     empty = json.dumps({"admitted": {}, "finished": {}})
     configmaps.put("batch", record_name(t), {DATA_KEY: empty})
     assert (await a.admit(t, "b")).outcome == "admitted"
+
+
+def throttled_once(configmaps: FakeConfigMaps, method: str) -> Any:
+    """The API server's handler, answering the first ``method`` with 429 and Retry-After
+    (API Priority and Fairness rejecting it before running it)."""
+    throttled: list[str] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == method and not throttled:
+            throttled.append(method)
+            body = {"kind": "Status", "code": 429, "reason": "TooManyRequests"}
+            return httpx.Response(429, json=body, headers={"Retry-After": "0"})
+        return await configmaps.handler(request)
+
+    return handler
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT"])
+async def test_a_throttled_record_call_is_retried_by_the_policy(method: str) -> None:
+    t = template(maxActive=5)
+    for retry, retried in ((DEFAULT_RETRY, True), (RetryPolicy(attempts=1), False)):
+        configmaps, clock = FakeConfigMaps(), [NOW]
+        if method == "PUT":  # the record exists: the next write replaces it
+            assert (await Replica(configmaps, clock).admit(t, "a")).outcome == "admitted"
+        a = Replica(configmaps, clock, handler=throttled_once(configmaps, method), retry=retry)
+        if retried:
+            assert (await a.admit(t, "b")).outcome == "admitted"
+            assert "b" in stored(configmaps)["admitted"]
+        else:
+            with pytest.raises(APITooManyRequestsError):
+                await a.admit(t, "b")
 
 
 async def test_an_entry_whose_job_never_came_ends_after_the_grace() -> None:
