@@ -1,66 +1,37 @@
-"""The few fields of Nodes and Pods the annotator reads, and the watch-fed stores that keep
-them: node addresses (to match Prometheus series), and bindings (for the hot value)."""
+"""The watch-fed stores of the annotator's Nodes and Pods (:mod:`shared.nodes`,
+:mod:`shared.pods`): node addresses (to match Prometheus series) and node fit (for reclaim),
+and bindings (for the hot value)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
-
-import msgspec
 
 from annotator.hot_value import BindingWindows
 from annotator.matching import InstanceIndex, NodeAddresses
-from shared.node_fit import FitNode, taints_of
+from shared.node_fit import FitNode
+from shared.nodes import NODE_DECODER, Node
 from shared.pods import POD_DECODER, Pod
 
-__all__ = ["POD_DECODER", "BindingStore", "Node", "NodeStore", "Pod", "scheduled_at"]
+__all__ = [
+    "NODE_DECODER",
+    "POD_DECODER",
+    "BindingStore",
+    "Node",
+    "NodeStore",
+    "Pod",
+    "addresses_of",
+    "scheduled_at",
+]
 
 
-class Address(msgspec.Struct, gc=False):
-    type: str = ""
-    address: str = ""
-
-
-class NodeStatus(msgspec.Struct, gc=False):
-    addresses: list[Address] | None = None
-    allocatable: dict[str, str] | None = None
-
-
-class Meta(msgspec.Struct, gc=False):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    labels: dict[str, str] | None = None
-
-
-class NodeSpec(msgspec.Struct, gc=False):
-    unschedulable: bool = False
-    taints: list[Any] | None = None
-
-
-class Node(msgspec.Struct, gc=False):
-    metadata: Meta = msgspec.field(default_factory=Meta)
-    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
-    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
-
-    def capacity(self) -> FitNode:
-        """What the reclaim controller needs of a node: room, and whether a pod may go there."""
-        return FitNode(
-            name=self.metadata.name,
-            allocatable=self.status.allocatable or {},
-            labels=self.metadata.labels or {},
-            taints=taints_of(self.spec.taints),
-            unschedulable=self.spec.unschedulable,
-        )
-
-    def addresses(self) -> NodeAddresses:
-        found = self.status.addresses or ()
-        return NodeAddresses(
-            name=self.metadata.name,
-            internal_ips=tuple(a.address for a in found if a.type == "InternalIP"),
-            hostnames=tuple(a.address for a in found if a.type == "Hostname"),
-        )
+def addresses_of(node: Node) -> NodeAddresses:
+    found = node.addresses()
+    return NodeAddresses(
+        name=node.metadata.name,
+        internal_ips=tuple(a.address for a in found if a.type == "InternalIP"),
+        hostnames=tuple(a.address for a in found if a.type == "Hostname"),
+    )
 
 
 def scheduled_at(pod: Pod) -> datetime | None:
@@ -78,9 +49,6 @@ def scheduled_at(pod: Pod) -> datetime | None:
             except ValueError:
                 return None
     return None
-
-
-NODE_DECODER = msgspec.json.Decoder(Node)
 
 
 class NodeStore:
@@ -103,8 +71,8 @@ class NodeStore:
         return self._index
 
     def replace(self, items: Sequence[Node]) -> None:
-        fresh = {node.metadata.name: node.addresses() for node in items}
-        self.capacity = {node.metadata.name: node.capacity() for node in items}
+        fresh = {node.metadata.name: addresses_of(node) for node in items}
+        self.capacity = {node.metadata.name: node.fit() for node in items}
         new = set(fresh) - set(self._nodes)
         self._nodes = fresh
         self._index = None
@@ -119,8 +87,8 @@ class NodeStore:
             self.capacity.pop(name, None)
             self._index = None
             return
-        self.capacity[name] = item.capacity()
-        addresses = item.addresses()
+        self.capacity[name] = item.fit()
+        addresses = addresses_of(item)
         is_new = name not in self._nodes
         if self._nodes.get(name) != addresses:
             self._nodes[name] = addresses

@@ -14,24 +14,10 @@ from typing import Any
 
 import msgspec
 
+from shared.kube.meta import PodMeta
 from shared.quantity import ResourceList, add, parse_resources
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-
-
-class OwnerReference(msgspec.Struct, gc=False):
-    kind: str = ""
-    name: str = ""
-
-
-class PodMeta(msgspec.Struct, gc=False):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-    creationTimestamp: str | None = None
-    deletionTimestamp: str | None = None
-    ownerReferences: list[OwnerReference] | None = None
-    labels: dict[str, str] | None = None
 
 
 class Resources(msgspec.Struct, gc=False):

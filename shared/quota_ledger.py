@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from shared.kube.meta import ObjectMeta
 from shared.kube.paths import ELASTIC_QUOTAS
 from shared.pods import Pod
 from shared.quantity import ResourceList, add
@@ -79,12 +80,6 @@ class PodUsage:
         )
 
 
-class QuotaMeta(msgspec.Struct, gc=False):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
-
-
 class QuotaStatus(msgspec.Struct, gc=False):
     used: dict[str, Any] | None = None
 
@@ -92,7 +87,7 @@ class QuotaStatus(msgspec.Struct, gc=False):
 class QuotaObject(msgspec.Struct, gc=False):
     """An ElasticQuota as listed; ``spec`` stays untyped so a malformed one can be reported."""
 
-    metadata: QuotaMeta = msgspec.field(default_factory=QuotaMeta)
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: Any = None
     status: QuotaStatus | None = None
 

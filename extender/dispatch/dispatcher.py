@@ -36,12 +36,12 @@ from extender.dispatch.caches import (
     CronJobStore,
     Job,
     JobStore,
-    ObjectMeta,
     TemplatePodStore,
 )
 from extender.dispatch.templates import JobTemplate
 from shared.capacity import Capacity, nowhere_fits
 from shared.errors import APIConflictError, LoadschedError
+from shared.kube.meta import ObjectMeta
 from shared.kube.paths import CRONJOBS, JOBS
 from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy

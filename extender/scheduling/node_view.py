@@ -17,7 +17,7 @@ import msgspec
 from extender.scheduling.wire import NODE_DECODER, HostPriority, Node
 from shared.annotations import Sample
 from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate, future_detail
-from shared.node_fit import FitNode, taints_of
+from shared.node_fit import FitNode
 
 logger = logging.getLogger(__name__)
 
@@ -175,10 +175,6 @@ class NodeLoadCache:
     def allocatable_of(self, name: str) -> Mapping[str, str] | None:
         return self.allocatable.get(name)
 
-    def is_unschedulable(self, name: str) -> bool:
-        node = self.fit_nodes.get(name)
-        return node is not None and node.unschedulable
-
     def get(self, name: str) -> CachedLoad | None:
         return self._nodes.get(name)
 
@@ -195,7 +191,7 @@ class NodeLoadCache:
             for node in items
         }
         self.allocatable = {node.metadata.name: node.status.allocatable or {} for node in items}
-        self.fit_nodes = {node.metadata.name: fit_node(node) for node in items}
+        self.fit_nodes = {node.metadata.name: node.fit() for node in items}
         self._dirty = set(self._nodes) | set(old)
 
     def apply(self, event: str, item: Node) -> None:
@@ -206,7 +202,7 @@ class NodeLoadCache:
             self.fit_nodes.pop(name, None)
         else:
             self.allocatable[name] = item.status.allocatable or {}
-            self.fit_nodes[name] = fit_node(item)
+            self.fit_nodes[name] = item.fit()
             previous = self._nodes.get(name)
             entry = cached_load(
                 name, item.metadata.annotations, self._rules, previous, self.future_warnings
@@ -243,22 +239,6 @@ class NodeLoadCache:
 
 def decode_node(raw: bytes | msgspec.Raw) -> Node:
     return NODE_DECODER.decode(raw)
-
-
-def fit_node(node: Node) -> FitNode:
-    """``node`` as :mod:`shared.node_fit` reads it; labels that are not strings and malformed
-    taints are left out."""
-    labels = msgspec.json.decode(node.metadata.labels) if node.metadata.labels else None
-    taints = msgspec.json.decode(node.spec.taints) if node.spec.taints else None
-    return FitNode(
-        name=node.metadata.name,
-        allocatable=node.status.allocatable or {},
-        labels={k: v for k, v in labels.items() if isinstance(v, str)}
-        if isinstance(labels, dict)
-        else {},
-        taints=taints_of({"taints": taints}),
-        unschedulable=node.spec.unschedulable,
-    )
 
 
 class RequestMemo:

@@ -10,33 +10,15 @@ from __future__ import annotations
 
 import msgspec
 
+from shared.kube.meta import NodeMeta as NodeMeta
+from shared.kube.meta import PodMeta
+from shared.nodes import NODE_DECODER as NODE_DECODER
+from shared.nodes import Node as Node
 from shared.pods import Pod
 
 PodInfo = Pod
-"""The fields of a Pod the extender reads (:mod:`shared.pods`); the rest is skipped unparsed."""
-
-
-class NodeMeta(msgspec.Struct, gc=False):
-    name: str = ""
-    annotations: dict[str, str] | None = None
-    labels: msgspec.Raw = msgspec.Raw()
-    """Kept raw (never validated here): read for node fit by the node watch only."""
-
-
-class NodeStatus(msgspec.Struct, gc=False):
-    allocatable: dict[str, str] | None = None
-
-
-class NodeSpec(msgspec.Struct, gc=False):
-    unschedulable: bool = False
-    taints: msgspec.Raw = msgspec.Raw()
-    """Kept raw, like ``metadata.labels``."""
-
-
-class Node(msgspec.Struct, gc=False):
-    metadata: NodeMeta = msgspec.field(default_factory=NodeMeta)
-    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
-    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+"""The fields of a Pod the extender reads (:mod:`shared.pods`); the rest is skipped unparsed.
+Nodes are :class:`shared.nodes.Node`, re-exported here with their decoder."""
 
 
 class NodeList(msgspec.Struct, gc=False):
@@ -74,12 +56,8 @@ class MetaVictims(msgspec.Struct, gc=False):
     NumPDBViolations: int = 0
 
 
-class VictimPodMeta(msgspec.Struct, gc=False):
-    uid: str = ""
-
-
 class VictimPod(msgspec.Struct, gc=False):
-    metadata: VictimPodMeta = msgspec.field(default_factory=VictimPodMeta)
+    metadata: PodMeta = msgspec.field(default_factory=PodMeta)
 
 
 class Victims(msgspec.Struct, gc=False):
@@ -100,7 +78,6 @@ class PreemptionResult(msgspec.Struct, gc=False):
 
 
 ARGS_DECODER = msgspec.json.Decoder(ExtenderArgs)
-NODE_DECODER = msgspec.json.Decoder(Node)
 PREEMPTION_DECODER = msgspec.json.Decoder(PreemptionArgs)
 ENCODER = msgspec.json.Encoder()
 

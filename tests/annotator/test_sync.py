@@ -1,4 +1,5 @@
 import asyncio
+import json
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 from annotator.hot_value import BindingWindows
 from annotator.matching import NodeAddresses
 from annotator.metrics import AnnotatorMetrics
-from annotator.objects import Address, Meta, Node, NodeStatus, NodeStore
+from annotator.objects import NODE_DECODER, Node, NodeStore, addresses_of
 from annotator.patching import NodePatcher
 from annotator.prometheus import PrometheusClient
 from annotator.runner import Runner
@@ -26,10 +27,9 @@ STAMP = "2026-11-22T12:00:00Z"
 
 
 def node(name: str, ip: str) -> Node:
-    return Node(
-        metadata=Meta(name=name),
-        status=NodeStatus(addresses=[Address("InternalIP", ip), Address("Hostname", name)]),
-    )
+    addresses = [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}]
+    body = {"metadata": {"name": name}, "status": {"addresses": addresses}}
+    return NODE_DECODER.decode(json.dumps(body))
 
 
 def store(*nodes: Node) -> NodeStore:
@@ -234,7 +234,7 @@ def test_node_store_reports_new_nodes_and_builds_the_index() -> None:
     assert s.index().node_for("10.0.0.2:9100") == "n2"
     s.apply("DELETED", node("n2", "10.0.0.2"))
     assert s.index().node_for("10.0.0.2:9100") is None
-    assert NodeAddresses("n1", ("10.0.0.1",), ("n1",)) == node("n1", "10.0.0.1").addresses()
+    assert NodeAddresses("n1", ("10.0.0.1",), ("n1",)) == addresses_of(node("n1", "10.0.0.1"))
 
 
 async def test_a_failed_metric_is_retried_before_its_period() -> None:
