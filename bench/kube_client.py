@@ -5,7 +5,7 @@ the annotator's annotation patch (one JSON merge patch of ``metadata.annotations
 ``--concurrency`` writers, the annotator's default 8, on a client with the annotator's pool)
 through:
 
-- **send**: the one-shot ``shared.kube.status.send`` the annotator used before the layer;
+- **send**: the one-shot request the annotator used before the layer (kept here, as it was);
 - **layer**: ``shared.kube.patching.patch`` (the request function with the retry policy);
 - **lightkube**: ``lightkube.AsyncClient.patch`` with ``PatchType.MERGE``, when lightkube is
   importable (it is not a dependency: ``pip install --target /tmp/lk lightkube`` and run with
@@ -27,7 +27,9 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import msgspec
 import uvloop
 
@@ -38,9 +40,23 @@ from shared.kube import patching  # noqa: E402
 from shared.kube.config import load_endpoint  # noqa: E402
 from shared.kube.paths import NODES  # noqa: E402
 from shared.kube.retrying import RetryPolicy  # noqa: E402
-from shared.kube.status import send  # noqa: E402
+from shared.kube.status import raise_for_status, unreachable  # noqa: E402
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+async def send(
+    client: httpx.AsyncClient, method: str, path: str, *, what: str, **kwargs: Any
+) -> httpx.Response:
+    """The one-shot request the annotator used before the client layer: never retried."""
+    try:
+        response = await client.request(method, path, **kwargs)
+    except httpx.HTTPError as e:
+        raise unreachable(e, what) from e
+    raise_for_status(response)
+    return response
+
+
 Patch = Callable[[str, bytes], Awaitable[None]]
 
 

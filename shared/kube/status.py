@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import msgspec
 
@@ -84,17 +82,3 @@ def unreachable(error: httpx.HTTPError, what: str) -> APIUnreachableError:
         f"{what}: {type(error).__name__}: {str(error)[:_BODY_LIMIT]}",
         sent=not isinstance(error, _NOT_SENT),
     )
-
-
-async def send(
-    client: httpx.AsyncClient, method: str, path: str, *, what: str, **kwargs: Any
-) -> httpx.Response:
-    """One request, never retried: a transport failure becomes :class:`APIUnreachableError`
-    naming ``what``, a non-2xx answer the matching :class:`APIError`. New code calls
-    :func:`shared.kube.requesting.request`, which retries by a :class:`RetryPolicy`."""
-    try:
-        response = await client.request(method, path, **kwargs)
-    except httpx.HTTPError as e:
-        raise unreachable(e, what) from e
-    raise_for_status(response)
-    return response
