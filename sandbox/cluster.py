@@ -9,9 +9,12 @@ objects, and pods are bound and stay Pending on their node, which is all schedul
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import ssl
 import sys
@@ -402,6 +405,64 @@ class Sandbox:
         handle = self.schedulers.pop(name)
         self.supervisor.stop(handle.process)
 
+    # -- faults (bench/faults.py, tests/e2e/test_faults_*.py) -----------------------------
+    def restart_apiserver(self, signum: int = signal.SIGTERM) -> None:
+        """End kube-apiserver with ``signum`` and start it again on the same port and etcd;
+        return once it is ready."""
+        self.supervisor.restart("kube-apiserver", signum)
+        self.wait_apiserver_ready()
+
+    def wait_apiserver_ready(self, timeout: float = 90) -> None:
+        context = self.admin_context()
+        wait_for(
+            lambda: http_ok(f"{self.api_url}/readyz", context),
+            timeout=timeout,
+            what="kube-apiserver /readyz",
+            guard=self.supervisor,
+        )
+
+    def restart_etcd(self, signum: int = signal.SIGTERM) -> None:
+        """End etcd with ``signum`` and start it again on the same ports and data directory;
+        return once kube-apiserver is ready on it again."""
+        self.supervisor.restart("etcd", signum)
+        wait_for(lambda: http_ok(f"{self.etcd_url}/health"), timeout=30, what="etcd /health")
+        self.wait_apiserver_ready()
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (what kube-apiserver's own
+        compactor does every 5 minutes); the revision compacted to."""
+        key = base64.b64encode(b"/registry").decode()
+        head = _post_json(f"{self.etcd_url}/v3/kv/range", {"key": key, "count_only": True})
+        revision = int(head["header"]["revision"])
+        _post_json(f"{self.etcd_url}/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+    def admin_context(self) -> ssl.SSLContext:
+        """TLS to kube-apiserver as a cluster admin (for its /metrics and /readyz)."""
+        assert self.ca is not None
+        files = self.ca.issue(
+            "fault-probe", "loadsched-fault-probe", organizations=("system:masters",)
+        )
+        context = ssl.create_default_context(cafile=str(self.ca.files.cert))
+        context.load_cert_chain(str(files.cert), str(files.key))
+        return context
+
+    def apiserver_requests(self, verb: str) -> dict[str, int]:
+        """``apiserver_request_total`` for ``verb`` per resource since kube-apiserver (re)started."""
+        request = urllib.request.Request(f"{self.api_url}/metrics")
+        with urllib.request.urlopen(request, timeout=10, context=self.admin_context()) as response:  # noqa: S310
+            text = response.read().decode()
+        counts: dict[str, int] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{") or f'verb="{verb}"' not in line:
+                continue
+            labels, value = line.rsplit(" ", 1)
+            resource = (
+                labels.split('resource="', 1)[1].split('"', 1)[0] if 'resource="' in labels else ""
+            )
+            counts[resource] = counts.get(resource, 0) + int(float(value))
+        return counts
+
     def _start_service(
         self,
         name: str,
@@ -636,6 +697,15 @@ def _serving_flags(kubeconfig: Path, port: int) -> list[str]:
         "--secure-port",
         str(port),
     ]
+
+
+def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        answer: dict[str, Any] = json.loads(response.read())
+    return answer
 
 
 def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:

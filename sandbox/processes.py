@@ -30,6 +30,8 @@ class Supervisor:
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._commands: dict[str, tuple[list[str], dict[str, str] | None, Path | None]] = {}
+        """How each name was last started, for :meth:`restart`."""
 
     def start(
         self,
@@ -51,6 +53,7 @@ class Supervisor:
             preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the death signal
         )
         log.close()
+        self._commands[name] = (list(argv), env, cwd)
         self._processes.append((name, process))
         logger.debug("started %s (pid %d)", name, process.pid)
         return process
@@ -86,6 +89,32 @@ class Supervisor:
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(10)
                 self._processes = [(n, p) for n, p in self._processes if p is not process]
+
+    def signal_named(self, name: str, signum: int = signal.SIGTERM) -> None:
+        """Send ``signum`` to ``name``'s process group and wait for it to end (SIGKILL after
+        10 s): a crash with SIGKILL, a clean stop with SIGTERM."""
+        for process_name, process in list(self._processes):
+            if process_name != name:
+                continue
+            if signum == signal.SIGKILL:
+                self.kill_named(name)
+            else:
+                self.stop(process)
+
+    def restart(self, name: str, signum: int = signal.SIGTERM) -> subprocess.Popen[bytes]:
+        """End ``name`` with ``signum`` (see :meth:`signal_named`), then start it again with
+        the same command line, environment and directory (same ports, same data)."""
+        argv, env, cwd = self._commands[name]
+        self.signal_named(name, signum)
+        return self.start(name, argv, env=env, cwd=cwd)
+
+    def start_again(self, name: str) -> subprocess.Popen[bytes]:
+        """Start ``name`` (ended earlier) with the command line it last ran."""
+        argv, env, cwd = self._commands[name]
+        return self.start(name, argv, env=env, cwd=cwd)
+
+    def running(self, name: str) -> bool:
+        return any(n == name and p.poll() is None for n, p in self._processes)
 
     def stop_all(self) -> None:
         for _, process in reversed(list(self._processes)):
