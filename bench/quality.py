@@ -1,0 +1,150 @@
+"""Do clusters run cooler? The same seeded workload trace through five strategies on the real
+control plane, measured from the nodes' true usage rather than the lagging metrics.
+
+Strategies (bench/quality_strategies.py): the plain kube-scheduler; crane's model (loadsched,
+hot value, no estimation); loadsched with estimation; Trimaran's TargetLoadPacking and
+LoadVariationRiskBalancing (loadsched's extender with ``spec.scoring``). Each starts from the
+same cluster: no bench pods, the exporter at every node's background load, the 1-minute
+metrics settled back to it, a fresh annotator, the extender started with the strategy's
+policy and a kube-scheduler with it (or without any extender, for plain).
+
+No kubelet: sandbox/workload.py simulates the pods. The bench's pod watch sees bindings;
+every second each node's true usage (its background plus, for each pod bound there, that
+pod's seeded profile from a startup delay after binding until deletion) goes to the synthetic
+exporter, and is recorded. Measured: node-seconds above the policy's limits, p99 and maximum
+of node CPU, spread (time-averaged standard deviation across nodes), created → bound latency
+p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.png.
+
+    .venv/bin/python bench/quality.py [--quick] [--seed 7] [--strategies plain,hot-only,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.quality_report import render_html, render_png, render_table, targets  # noqa: E402
+from bench.quality_run import Harness, Outcome  # noqa: E402
+from bench.quality_strategies import (  # noqa: E402
+    BY_KEY,
+    CPU_LIMIT,
+    HOT_VALUE,
+    MEMORY_LIMIT,
+    PERIOD,
+    RULES,
+    STRATEGIES,
+)
+from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
+from sandbox.metrics_stack import MetricsStack  # noqa: E402
+from sandbox.processes import wait_for  # noqa: E402
+from sandbox.workload import TraceShape, backgrounds, make_trace  # noqa: E402
+
+NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]
+FULL = TraceShape()
+QUICK = TraceShape(
+    arrivals_for=100.0,
+    steady_rate=0.2,
+    steady_lifetime=(40.0, 90.0),
+    bursts=(10.0,),
+    burst_size=(50, 70),
+    burst_lifetime=(50.0, 80.0),
+)
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def chosen(text: str) -> list[str]:
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in BY_KEY]
+    if unknown or not keys:
+        raise argparse.ArgumentTypeError(
+            f"--strategies: unknown {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(BY_KEY)}"
+        )
+    return keys
+
+
+def notes(shape: TraceShape, seed: int, trace_pods: int, bursts: dict[str, int]) -> list[str]:
+    return [
+        f"trace: seed {seed}, {trace_pods} pods over {shape.arrivals_for:.0f} s: steady arrivals "
+        f"({shape.steady_rate}/s, lifetimes {shape.steady_lifetime[0]:.0f}–{shape.steady_lifetime[1]:.0f} s) "
+        f"and bursts {', '.join(f'{g}: {n} pods' for g, n in bursts.items())}; "
+        f"pods start using CPU {shape.startup[0]:.0f}–{shape.startup[1]:.0f} s after binding",
+        f"shortened for minutes, not hours: metrics are 1-minute averages and standard deviations "
+        f"synced every {PERIOD} (crane: 5-minute averages every 3 minutes); Prometheus scrapes "
+        f"and evaluates rules every 5 s; hot value {HOT_VALUE} (crane's 5m and 1m, scaled)",
+        f"limits (predicates, and what counts as overload for every strategy): CPU {CPU_LIMIT:.0%}, "
+        f"memory {MEMORY_LIMIT:.0%} of the node; 8 nodes × 8 cores, 32 GiB; 2 start busy",
+        "usage is the exporter's true usage (what the node does), not the metrics loadsched reads",
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="one burst, 100 s of arrivals")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--strategies", type=chosen, default=[s.key for s in STRATEGIES], help="comma-separated"
+    )
+    parser.add_argument("--drain", type=float, default=30.0, help="seconds after the last arrival")
+    parser.add_argument("--out", default="out")
+    options = parser.parse_args()
+    started = time.monotonic()
+    shape = QUICK if options.quick else FULL
+    trace = make_trace(shape, seed=options.seed)
+    background = backgrounds([n.name for n in NODES], seed=options.seed)
+    out = Path(options.out)
+    out.mkdir(parents=True, exist_ok=True)
+    outcomes: list[Outcome] = []
+    with Sandbox(say=say) as box:
+        box.create_nodes(NODES)
+        levels = {n: {"cpu": b.cpu, "mem": b.memory} for n, b in background.items()}
+        stack = MetricsStack(box, NODES, loads=levels)
+        stack.prometheus.rules = RULES
+        stack.start()
+        wait_for(
+            lambda: len(stack.prometheus.query("cpu_usage_stddev_1m")) == len(NODES),
+            timeout=90,
+            what="the bench's recording rules for every node",
+            interval=1,
+        )
+        harness = Harness(
+            box, stack, NODES, background, box.workdir / "policies", options.drain, say
+        )
+        for key in options.strategies:
+            strategy = BY_KEY[key]
+            reason = strategy.cannot_run()
+            if reason is not None:
+                say(f"{key}: not run: {reason}")
+                outcomes.append(Outcome(strategy, skipped=reason))
+                continue
+            outcomes.append(harness.run(strategy, trace))
+        say("shutting down")
+    lines = notes(shape, options.seed, len(trace.arrivals), trace.bursts)
+    print("quality: the same trace through each strategy, measured from true node usage")
+    for line in lines:
+        print(f"  {line}")
+    print()
+    print(render_table(outcomes))
+    print()
+    print("targets (burst trace):")
+    checks, ok = targets(outcomes)
+    for line in checks:
+        print(line)
+    (out / "quality.html").write_text(render_html(outcomes, lines + checks))
+    print(f"\nchart: {out / 'quality.html'}")
+    print(render_png(outcomes, out / "quality.png"))
+    print(f"whole run: {time.monotonic() - started:.0f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""bench/quality.py's results: the table, the targets with their measured ratios, and the chart
+of the busiest node's true CPU over time per strategy (self-contained HTML with SVG, and a
+PNG when matplotlib is installed)."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.quality_run import Outcome
+from bench.quality_strategies import CPU_LIMIT, MEMORY_LIMIT
+from sandbox.workload import Quality, percentile, quality
+
+COLORS = {
+    "plain": "#7f8c8d",
+    "hot-only": "#e67e22",
+    "estimation": "#27ae60",
+    "tlp": "#2980b9",
+    "lvrb": "#8e44ad",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    outcome: Outcome
+    quality: Quality
+    p50: float
+    p99: float
+
+
+def rows(outcomes: Sequence[Outcome]) -> list[Row]:
+    out = []
+    for o in outcomes:
+        if o.skipped is None:
+            measured = quality(o.recording, cpu_limit=CPU_LIMIT, memory_limit=MEMORY_LIMIT)
+            out.append(Row(o, measured, percentile(o.latencies, 50), percentile(o.latencies, 99)))
+    return out
+
+
+def render_table(outcomes: Sequence[Outcome]) -> str:
+    head = (
+        f"{'strategy':<38}{'overload':>10}{'cpu p99':>9}{'cpu max':>9}{'spread':>8}"
+        f"{'lat p50':>9}{'lat p99':>9}{'pending':>9}"
+    )
+    lines = [head, f"{'':<38}{'node-s':>10}{'':>9}{'':>9}{'σ':>8}{'s':>9}{'s':>9}", "-" * len(head)]
+    measured = {r.outcome.strategy.key: r for r in rows(outcomes)}
+    for o in outcomes:
+        title = f"{o.strategy.key}: {o.strategy.title}"[:37]
+        row = measured.get(o.strategy.key)
+        if row is None:
+            lines.append(f"{title:<38}not run: {o.skipped}")
+            continue
+        q = row.quality
+        lines.append(
+            f"{title:<38}{q.overload_node_seconds:10.0f}{q.cpu_p99:9.0%}{q.cpu_max:9.0%}"
+            f"{q.spread:8.3f}{row.p50:9.2f}{row.p99:9.2f}{o.pending:>5}/{o.created:<3}"
+        )
+    return "\n".join(lines)
+
+
+def _ratio(a: float, b: float) -> float:
+    if b == 0:
+        return 0.0 if a == 0 else math.inf
+    return a / b
+
+
+def targets(outcomes: Sequence[Outcome]) -> tuple[list[str], bool]:
+    """The three targets, each met or missed with its measured ratio; False if any is missed
+    or cannot be measured."""
+    measured = {r.outcome.strategy.key: r for r in rows(outcomes)}
+    est, hot, plain = (measured.get(k) for k in ("estimation", "hot-only", "plain"))
+    if est is None or hot is None or plain is None:
+        missing = [
+            k for k, r in (("estimation", est), ("hot-only", hot), ("plain", plain)) if r is None
+        ]
+        return [f"targets not measured: {', '.join(missing)} did not run"], False
+    checks = [
+        (
+            "estimation overload node-s ≤ 0.5 × hot-only",
+            _ratio(est.quality.overload_node_seconds, hot.quality.overload_node_seconds),
+            0.5,
+            f"{est.quality.overload_node_seconds:.0f} / {hot.quality.overload_node_seconds:.0f}",
+        ),
+        (
+            "estimation overload node-s ≤ 0.2 × plain",
+            _ratio(est.quality.overload_node_seconds, plain.quality.overload_node_seconds),
+            0.2,
+            f"{est.quality.overload_node_seconds:.0f} / {plain.quality.overload_node_seconds:.0f}",
+        ),
+        (
+            "estimation latency p99 ≤ 1.1 × hot-only",
+            _ratio(est.p99, hot.p99),
+            1.1,
+            f"{est.p99:.2f} s / {hot.p99:.2f} s",
+        ),
+    ]
+    lines, ok = [], True
+    for name, ratio, limit, figures in checks:
+        met = ratio <= limit
+        ok = ok and met
+        lines.append(f"  {name}: {'met' if met else 'MISSED'} (ratio {ratio:.2f}; {figures})")
+    return lines, ok
+
+
+def _series(outcome: Outcome) -> tuple[list[float], list[float]]:
+    return outcome.recording.times, outcome.recording.max_cpu()
+
+
+def render_html(outcomes: Sequence[Outcome], notes: Sequence[str]) -> str:
+    ran = [o for o in outcomes if o.skipped is None]
+    width, height, left, top, bottom = 900, 380, 50, 20, 40
+    end = max((t for o in ran for t in o.recording.times), default=1.0) or 1.0
+    inner_w, inner_h = width - left - 20, height - top - bottom
+
+    def x(t: float) -> float:
+        return left + inner_w * t / end
+
+    def y(v: float) -> float:
+        return top + inner_h * (1 - v)
+
+    parts = []
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(
+            f'<line x1="{left}" x2="{left + inner_w}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#ecf0f1"/>'
+            f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end">{tick:.0%}</text>'
+        )
+    for second in range(0, int(end) + 1, 30):
+        parts.append(
+            f'<text x="{x(second):.1f}" y="{height - bottom + 16}" font-size="11" text-anchor="middle">{second}s</text>'
+        )
+    parts.append(
+        f'<line x1="{left}" x2="{left + inner_w}" y1="{y(CPU_LIMIT):.1f}" y2="{y(CPU_LIMIT):.1f}" '
+        f'stroke="#c0392b" stroke-dasharray="6 4"/><text x="{left + inner_w - 4}" y="{y(CPU_LIMIT) - 4:.1f}" '
+        f'font-size="11" fill="#c0392b" text-anchor="end">limit {CPU_LIMIT:.0%}</text>'
+    )
+    legend = []
+    for o in ran:
+        times, values = _series(o)
+        color = COLORS.get(o.strategy.key, "#34495e")
+        points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in zip(times, values, strict=True))
+        parts.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{points}"/>'
+        )
+        legend.append(
+            f'<span style="color:{color}">&#9632; {html.escape(o.strategy.key)}: '
+            f"{html.escape(o.strategy.title)}</span>"
+        )
+    table = html.escape(render_table(outcomes))
+    note = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>loadsched quality bench</title>
+<style>body{{font-family:system-ui,sans-serif;margin:24px;color:#2c3e50}} span{{margin-right:18px}}</style></head>
+<body>
+<h1>The busiest node's true CPU over time, per strategy</h1>
+<p>{" ".join(legend)}</p>
+<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="max node CPU over time">
+{"".join(parts)}
+</svg>
+<pre>{table}</pre>
+<ul>{note}</ul>
+</body></html>
+"""
+
+
+def render_png(outcomes: Sequence[Outcome], path: Path) -> str:
+    """Write the chart as a PNG with matplotlib; what happened, for the output."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "PNG skipped: matplotlib is not installed (.venv/bin/pip install matplotlib)"
+    figure, axes = plt.subplots(figsize=(10, 4.2), dpi=100)
+    for o in outcomes:
+        if o.skipped is None:
+            times, values = _series(o)
+            axes.plot(times, values, label=o.strategy.key, color=COLORS.get(o.strategy.key), lw=1.4)
+    axes.axhline(CPU_LIMIT, color="#c0392b", ls="--", lw=1, label=f"limit {CPU_LIMIT:.0%}")
+    axes.set_ylim(0, 1.02)
+    axes.set_xlabel("seconds into the trace")
+    axes.set_ylabel("busiest node's true CPU")
+    axes.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return f"chart: {path}"

@@ -1,0 +1,146 @@
+"""The strategies bench/quality.py compares, as loadsched policies on 1-minute metrics.
+
+Every policy syncs the same metrics (1-minute averages and standard deviations every 15 s,
+from bench/quality_rules.yaml) and is held to the same limits when the bench counts overload.
+A strategy whose policy this loadsched cannot load yet is reported as not run, with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shared.errors import ConfigError
+from shared.policy import parse_policy
+
+RULES = Path(__file__).with_name("quality_rules.yaml")
+PERIOD = "15s"
+CPU_LIMIT = 0.70
+MEMORY_LIMIT = 0.70
+SYNC = [
+    {"name": "cpu_usage_avg_1m", "period": PERIOD},
+    {"name": "mem_usage_avg_1m", "period": PERIOD},
+    {"name": "cpu_usage_stddev_1m", "period": PERIOD, "window": "1m", "resource": "cpu"},
+    {"name": "mem_usage_stddev_1m", "period": PERIOD, "window": "1m", "resource": "memory"},
+]
+"""What the annotator syncs for every strategy (``window``/``resource`` need the estimation
+schema; without it the stddev entries are left out and LoadVariationRiskBalancing cannot run)."""
+PREDICATES = [
+    {"name": "cpu_usage_avg_1m", "maxLimitPecent": CPU_LIMIT},
+    {"name": "mem_usage_avg_1m", "maxLimitPecent": MEMORY_LIMIT},
+]
+PRIORITIES = [
+    {"name": "cpu_usage_avg_1m", "weight": 0.2},
+    {"name": "mem_usage_avg_1m", "weight": 0.2},
+]
+HOT_VALUE = [{"timeRange": "1m", "count": 5}, {"timeRange": "12s", "count": 2}]
+"""crane's default hot value (5 per 5m, 2 per 1m) scaled like the metrics' windows (5m → 1m)."""
+KOORDINATOR = {"enabled": True, "factors": {"cpu": 0.85, "memory": 0.70}}
+TRIMARAN = {"enabled": True, "factors": {"cpu": 1.5, "memory": 1.0}}
+"""Trimaran adds the request × requestsMultiplier (1.5) of pods bound since the last metrics."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    key: str
+    title: str
+    spec: dict[str, Any] | None = None
+    """The policy's spec; ``None`` for the plain kube-scheduler (no extender)."""
+    hot_value: list[dict[str, Any]] = field(default_factory=list)
+    """What the annotator keeps as the hot value while this strategy runs."""
+
+    @property
+    def uses_extender(self) -> bool:
+        return self.spec is not None
+
+    def policy(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "scheduler.policy.crane.io/v1alpha1",
+            "kind": "DynamicSchedulerPolicy",
+            "spec": {"syncPolicy": sync_policy(), **(self.spec or {})},
+        }
+
+    def annotator_policy(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "scheduler.policy.crane.io/v1alpha1",
+            "kind": "DynamicSchedulerPolicy",
+            "spec": {"syncPolicy": sync_policy(), "hotValue": self.hot_value},
+        }
+
+    def cannot_run(self) -> str | None:
+        """Why this loadsched cannot load the strategy's policy, or ``None``."""
+        if self.spec is None:
+            return None
+        try:
+            parse_policy(self.policy(), source=self.key)
+        except ConfigError as e:
+            return f"this loadsched refuses its policy: {e}"
+        return None
+
+    def write(self, folder: Path) -> tuple[Path, Path]:
+        """The extender's and the annotator's policy files."""
+        folder.mkdir(parents=True, exist_ok=True)
+        extender, annotator = folder / f"{self.key}.yaml", folder / f"{self.key}-annotator.yaml"
+        extender.write_text(yaml.safe_dump(self.policy(), sort_keys=False))
+        annotator.write_text(yaml.safe_dump(self.annotator_policy(), sort_keys=False))
+        return extender, annotator
+
+
+def sync_policy() -> list[dict[str, Any]]:
+    """Every entry, or only the two averages where the estimation schema is not there yet."""
+    try:
+        parse_policy({"spec": {"syncPolicy": SYNC}})
+    except ConfigError:
+        return SYNC[:2]
+    return list(SYNC)
+
+
+STRATEGIES = (
+    Strategy("plain", "plain kube-scheduler"),
+    Strategy(
+        "hot-only",
+        "crane: hot value, no estimation",
+        {"predicate": PREDICATES, "priority": PRIORITIES, "hotValue": HOT_VALUE},
+        HOT_VALUE,
+    ),
+    Strategy(
+        "estimation",
+        "loadsched: estimation + hot value",
+        {
+            "predicate": PREDICATES,
+            "priority": PRIORITIES,
+            "hotValue": HOT_VALUE,
+            "estimation": KOORDINATOR,
+        },
+        HOT_VALUE,
+    ),
+    Strategy(
+        "tlp",
+        "Trimaran TargetLoadPacking (40 %)",
+        {
+            "estimation": TRIMARAN,
+            "scoring": {
+                "targetLoadPacking": {"targetUtilization": 40, "metric": "cpu_usage_avg_1m"}
+            },
+        },
+    ),
+    Strategy(
+        "lvrb",
+        "Trimaran LoadVariationRiskBalancing",
+        {
+            "estimation": TRIMARAN,
+            "scoring": {
+                "loadVariationRiskBalancing": {
+                    "margin": 1,
+                    "sensitivity": 1,
+                    "cpu": {"average": "cpu_usage_avg_1m", "stddev": "cpu_usage_stddev_1m"},
+                    "memory": {"average": "mem_usage_avg_1m", "stddev": "mem_usage_stddev_1m"},
+                }
+            },
+        },
+    ),
+)
+BY_KEY = {s.key: s for s in STRATEGIES}

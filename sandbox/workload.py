@@ -1,0 +1,250 @@
+"""A simulated workload for the sandbox (no kubelet): a seeded trace of pods, each with its own
+usage profile, and the true usage of every node as the sum of its background load and the
+pods bound to it. Pure: no I/O, time is passed in (seconds since the trace started).
+
+A pod uses nothing until a startup delay after its binding; then it uses its profile's
+fraction of its request (some pods a fifth of it, some more than all of it), swinging by an
+amplitude over a period; nothing after it is deleted. Node usage is capped at 100 %.
+
+    trace = make_trace(TraceShape(), seed=7)
+    usage = node_usage(background, placed_pods, now=42.0, cpus=8, memory=32 * 2**30)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+GI = 2**30
+MI = 2**20
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one pod asks for and what it really uses once started."""
+
+    cpu_request: float
+    """Cores."""
+    memory_request: float
+    """Bytes."""
+    kind: str
+    """``light`` (a fifth of its request), ``typical`` (half to all of it) or ``hungry`` (more)."""
+    cpu_fraction: float
+    """Mean CPU use as a fraction of the request."""
+    cpu_swing: float
+    """Amplitude of the CPU use around its mean, as a fraction of the request."""
+    swing_period: float
+    """Seconds."""
+    memory_fraction: float
+    startup: float
+    """Seconds from binding until the pod uses anything."""
+    lifetime: float
+    """Seconds from binding until the trace deletes the pod."""
+
+
+@dataclass(frozen=True)
+class Arrival:
+    at: float
+    """Seconds after the trace starts when the pod is created."""
+    name: str
+    group: str
+    """``steady`` or ``burst-<n>`` (pods of one burst share a Deployment-like size)."""
+    profile: Profile
+
+
+@dataclass(frozen=True)
+class TraceShape:
+    """The knobs of a trace; the defaults are the bench's full run."""
+
+    arrivals_for: float = 240.0
+    """Seconds during which pods arrive."""
+    steady_rate: float = 0.2
+    """Pods per second, Poisson."""
+    steady_lifetime: tuple[float, float] = (60.0, 150.0)
+    bursts: tuple[float, ...] = (20.0, 130.0)
+    """When each burst is created, seconds after the start."""
+    burst_size: tuple[int, int] = (50, 100)
+    burst_lifetime: tuple[float, float] = (70.0, 110.0)
+    startup: tuple[float, float] = (10.0, 30.0)
+    kinds: tuple[tuple[str, float], ...] = (("light", 0.3), ("typical", 0.5), ("hungry", 0.2))
+    """Usage kinds and their probabilities."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    shape: TraceShape
+    seed: int
+    arrivals: tuple[Arrival, ...]
+
+    @property
+    def bursts(self) -> dict[str, int]:
+        """Pods per burst group."""
+        sizes: dict[str, int] = {}
+        for a in self.arrivals:
+            if a.group != "steady":
+                sizes[a.group] = sizes.get(a.group, 0) + 1
+        return sizes
+
+
+STEADY_SIZES = ((0.25, 256 * MI), (0.5, 512 * MI), (1.0, 1 * GI))
+BURST_SIZES = ((0.1, 128 * MI), (0.2, 256 * MI))
+
+
+def draw_profile(
+    rng: random.Random,
+    shape: TraceShape,
+    *,
+    cpu_request: float,
+    memory_request: float,
+    lifetime: tuple[float, float],
+) -> Profile:
+    kinds = [k for k, _ in shape.kinds]
+    kind = rng.choices(kinds, weights=[w for _, w in shape.kinds])[0]
+    if kind == "light":
+        fraction = 0.2
+    elif kind == "typical":
+        fraction = rng.uniform(0.5, 1.0)
+    else:
+        fraction = rng.uniform(1.1, 1.6)
+    return Profile(
+        cpu_request=cpu_request,
+        memory_request=memory_request,
+        kind=kind,
+        cpu_fraction=fraction,
+        cpu_swing=fraction * rng.uniform(0.0, 0.3),
+        swing_period=rng.uniform(20.0, 60.0),
+        memory_fraction=min(fraction, 1.0) * rng.uniform(0.6, 1.0),
+        startup=rng.uniform(*shape.startup),
+        lifetime=rng.uniform(*lifetime),
+    )
+
+
+def make_trace(shape: TraceShape, *, seed: int) -> Trace:
+    """The same seed and shape give the same pods, times and profiles."""
+    rng = random.Random(seed)
+    arrivals: list[Arrival] = []
+    at = rng.expovariate(shape.steady_rate) if shape.steady_rate > 0 else shape.arrivals_for
+    while at < shape.arrivals_for:
+        cpu, memory = rng.choice(STEADY_SIZES)
+        profile = draw_profile(
+            rng, shape, cpu_request=cpu, memory_request=memory, lifetime=shape.steady_lifetime
+        )
+        arrivals.append(Arrival(at, f"steady-{len(arrivals)}", "steady", profile))
+        at += rng.expovariate(shape.steady_rate)
+    for number, burst_at in enumerate(shape.bursts):
+        size = rng.randint(*shape.burst_size)
+        cpu, memory = rng.choice(BURST_SIZES)
+        for i in range(size):
+            profile = draw_profile(
+                rng, shape, cpu_request=cpu, memory_request=memory, lifetime=shape.burst_lifetime
+            )
+            arrivals.append(Arrival(burst_at, f"burst{number}-{i}", f"burst-{number}", profile))
+    arrivals.sort(key=lambda a: (a.at, a.name))
+    return Trace(shape, seed, tuple(arrivals))
+
+
+@dataclass(frozen=True)
+class Load:
+    cpu: float
+    """Fraction of the node's cores in use."""
+    memory: float
+
+
+def backgrounds(names: Sequence[str], *, seed: int, busy: int = 2) -> dict[str, Load]:
+    """Each node's own load before any pod: ``busy`` nodes at 45–55 % CPU, the rest 5–30 %."""
+    rng = random.Random(seed)
+    hot = set(rng.sample(list(names), k=min(busy, len(names))))
+    out = {}
+    for name in names:
+        cpu = rng.uniform(0.45, 0.55) if name in hot else rng.uniform(0.05, 0.30)
+        out[name] = Load(round(cpu, 3), round(rng.uniform(0.15, 0.45), 3))
+    return out
+
+
+def pod_usage(profile: Profile, *, bound_at: float, now: float) -> tuple[float, float]:
+    """(cores, bytes) the pod uses at ``now``: nothing before ``bound_at + startup``."""
+    started = bound_at + profile.startup
+    if now < started:
+        return 0.0, 0.0
+    phase = 2 * math.pi * (now - started) / profile.swing_period
+    cpu = profile.cpu_request * (profile.cpu_fraction + profile.cpu_swing * math.sin(phase))
+    return max(cpu, 0.0), profile.memory_request * profile.memory_fraction
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A pod bound to a node and not yet deleted."""
+
+    profile: Profile
+    bound_at: float
+
+
+def node_usage(
+    background: Load, pods: Iterable[Placed], *, now: float, cpus: float, memory: float
+) -> Load:
+    """The node's true usage: background plus its pods' use, each capped at 100 %."""
+    cpu, mem = background.cpu * cpus, background.memory * memory
+    for pod in pods:
+        pod_cpu, pod_mem = pod_usage(pod.profile, bound_at=pod.bound_at, now=now)
+        cpu += pod_cpu
+        mem += pod_mem
+    return Load(min(cpu / cpus, 1.0), min(mem / memory, 1.0))
+
+
+@dataclass
+class Recording:
+    """True usage sampled over time: ``samples[i]`` is every node's load at ``times[i]``."""
+
+    times: list[float] = field(default_factory=list)
+    samples: list[dict[str, Load]] = field(default_factory=list)
+
+    def add(self, now: float, loads: Mapping[str, Load]) -> None:
+        self.times.append(now)
+        self.samples.append(dict(loads))
+
+    def max_cpu(self) -> list[float]:
+        """The busiest node's CPU at each sample."""
+        return [max(s[n].cpu for n in s) if s else 0.0 for s in self.samples]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(math.ceil(q / 100 * len(ordered)), 1)
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class Quality:
+    overload_node_seconds: float
+    """Σ over samples and nodes of the time a node spent above a limit (CPU or memory)."""
+    cpu_p99: float
+    """99th percentile of every node's CPU over every sample."""
+    cpu_max: float
+    spread: float
+    """Time-averaged standard deviation of CPU across nodes."""
+
+
+def quality(recording: Recording, *, cpu_limit: float, memory_limit: float) -> Quality:
+    """Each sample stands for the time until the next one (the last for the median gap)."""
+    times, samples = recording.times, recording.samples
+    if not samples:
+        return Quality(0.0, math.nan, math.nan, math.nan)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps.append(statistics.median(gaps) if gaps else 1.0)
+    over = 0.0
+    every: list[float] = []
+    spread = 0.0
+    for gap, sample in zip(gaps, samples, strict=True):
+        cpus = [load.cpu for load in sample.values()]
+        every += cpus
+        over += gap * sum(
+            1 for load in sample.values() if load.cpu > cpu_limit or load.memory > memory_limit
+        )
+        spread += gap * (statistics.pstdev(cpus) if len(cpus) > 1 else 0.0)
+    return Quality(over, percentile(every, 99), max(every), spread / sum(gaps))
