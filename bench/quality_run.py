@@ -148,7 +148,7 @@ class Harness:
         since = datetime.now(UTC).replace(microsecond=0)
         self.box.start_annotator(
             prometheus_url=self.stack.prometheus.url,
-            args=["--policy", str(annotator_policy), "--lease-namespace", "default"],
+            args=["--policy", str(annotator_policy), "--no-leader-elect"],
         )
         wait_for(
             lambda: all(self._annotated_since(n.name, since) for n in self.nodes),

@@ -1,0 +1,143 @@
+"""The short version of bench/quality.py: one burst of 30 pods, before any metric can move,
+through crane's hot value alone and through loadsched's estimation, on the real control plane
+with real Prometheus, annotator and extender.
+
+Node load is still (no pod uses anything: the burst is placed long before a pod would start),
+so only what each strategy infers about just-placed pods tells the nodes apart. node-1 is the
+least loaded by far. With the hot value alone the burst piles onto node-1 until the hot value
+the annotator writes catches up; with estimation no node receives more pods than its headroom
+under the 70 % limit allows (each pod's estimate is 85 % of its 500m request on 8 cores), and
+the pods that fit nowhere wait instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from bench.quality_strategies import BY_KEY, CPU_LIMIT, RULES, Strategy
+from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
+from sandbox.metrics_stack import MetricsStack
+from sandbox.processes import wait_for
+from shared.annotations import Sample, decode
+from tests.e2e.conftest import NODES
+
+pytestmark = pytest.mark.e2e
+
+QUIET = "node-1"
+CPU = {n.name: 0.60 for n in NODES} | {QUIET: 0.35}
+MEMORY = {n.name: 0.50 for n in NODES} | {QUIET: 0.10}
+BURST, REQUEST, CORES = 30, 0.5, 8
+ESTIMATE = 0.85 * REQUEST / CORES
+IN_FLIGHT = 1
+"""Bindings kube-scheduler may make before the extender's watch shows the previous one."""
+
+
+def headroom(node: str) -> int:
+    """Pods a node takes under the limit: each is admitted while the node's value with the
+    pods already there is at most the limit."""
+    return math.floor((CPU_LIMIT - CPU[node]) / ESTIMATE + 1e-9) + 1
+
+
+@pytest.fixture(scope="module")
+def stack(sandbox: Sandbox) -> Iterator[MetricsStack]:
+    loads = {n.name: {"cpu": CPU[n.name], "mem": MEMORY[n.name]} for n in NODES}
+    stack = MetricsStack(sandbox, NODES, loads=loads)
+    stack.prometheus.rules = RULES
+    stack.start()
+    wait_for(
+        lambda: len(stack.prometheus.query("cpu_usage_avg_1m")) == len(NODES),
+        timeout=60,
+        what="1-minute averages for every node",
+        interval=1,
+    )
+    yield stack
+    stack.stop()
+
+
+def annotated_since(sandbox: Sandbox, since: datetime) -> bool:
+    for node in sandbox.core.list_node().items:
+        reading = decode((node.metadata.annotations or {}).get("cpu_usage_avg_1m"))
+        if not (isinstance(reading, Sample) and reading.timestamp >= since):
+            return False
+    return True
+
+
+def burst(sandbox: Sandbox, stack: MetricsStack, tmp_path_factory, strategy: Strategy) -> dict:
+    """Place one burst with ``strategy``; pods per node once every pod is bound or refused."""
+    reason = strategy.cannot_run()
+    if reason is not None:
+        pytest.skip(f"{strategy.key}: {reason}")
+    extender_policy, annotator_policy = strategy.write(tmp_path_factory.mktemp(strategy.key))
+    for node in NODES:
+        sandbox.annotate_node(node.name, {"node_hot_value": None})
+    since = datetime.now(UTC).replace(microsecond=0)
+    sandbox.start_annotator(
+        prometheus_url=stack.prometheus.url,
+        name=f"annotator-{strategy.key}",
+        args=["--policy", str(annotator_policy), "--no-leader-elect"],
+    )
+    scheduler = f"quality-{strategy.key}"
+    try:
+        wait_for(lambda: annotated_since(sandbox, since), timeout=30, what="fresh annotations")
+        url = sandbox.start_extender(
+            name=f"extender-{strategy.key}", args=["--policy", str(extender_policy)]
+        )
+        sandbox.start_scheduler(scheduler, scheduler_name=scheduler, extender=ExtenderSpec(url))
+        sandbox.create_pods(
+            pod_body(
+                f"{strategy.key}-{i}",
+                scheduler_name=scheduler,
+                cpu=f"{int(REQUEST * 1000)}m",
+                labels={"burst": strategy.key},
+            )
+            for i in range(BURST)
+        )
+
+        def settled() -> bool:
+            pods = sandbox.core.list_namespaced_pod(
+                "default", label_selector=f"burst={strategy.key}"
+            ).items
+            refused = [
+                p
+                for p in pods
+                if not p.spec.node_name
+                and any(
+                    c.type == "PodScheduled" and c.reason == "Unschedulable"
+                    for c in p.status.conditions or ()
+                )
+            ]
+            return len(pods) == BURST and all(p.spec.node_name for p in pods if p not in refused)
+
+        wait_for(settled, timeout=60, what=f"{strategy.key}: every pod bound or refused")
+        placed = sandbox.placements(f"burst={strategy.key}")
+    finally:
+        if scheduler in sandbox.schedulers:
+            sandbox.stop_scheduler(scheduler)
+        for name in (f"extender-{strategy.key}", f"annotator-{strategy.key}"):
+            if sandbox.supervisor.running(name):
+                sandbox.supervisor.stop_named(name)
+        sandbox.delete_pods(f"burst={strategy.key}")
+    counts = dict.fromkeys((n.name for n in NODES), 0)
+    for node in placed.values():
+        if node:
+            counts[node] += 1
+    return counts
+
+
+def test_estimation_spreads_a_burst_that_the_hot_value_piles_onto_one_node(
+    sandbox: Sandbox, stack: MetricsStack, tmp_path_factory
+) -> None:
+    estimation = burst(sandbox, stack, tmp_path_factory, BY_KEY["estimation"])
+    hot_only = burst(sandbox, stack, tmp_path_factory, BY_KEY["hot-only"])
+    allowed = {node: headroom(node) + IN_FLIGHT for node in estimation}
+    over = {node: n for node, n in estimation.items() if n > allowed[node]}
+    assert not over, f"estimation placed more than the headroom {allowed}: {estimation}"
+    assert sum(hot_only.values()) == BURST, f"hot value only: {hot_only}"
+    assert hot_only[QUIET] > allowed[QUIET], (
+        f"hot value only should pile onto {QUIET} beyond its headroom: {hot_only}; "
+        f"with estimation: {estimation}"
+    )

@@ -1,0 +1,72 @@
+"""bench/quality.py's strategies and targets: policies this loadsched loads, and the targets
+judged from measured figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.quality_report import render_table, targets
+from bench.quality_run import Outcome
+from bench.quality_strategies import BY_KEY, STRATEGIES
+from sandbox.workload import Load, Recording
+from shared.policy import parse_policy
+
+
+def test_crane_strategies_load_with_this_policy_schema() -> None:
+    for key in ("hot-only", "estimation"):
+        policy = parse_policy(BY_KEY[key].policy())
+        assert [p.max_limit_percent for p in policy.spec.predicate] == [0.7, 0.7]
+    assert BY_KEY["hot-only"].cannot_run() is None
+    assert not BY_KEY["plain"].uses_extender and BY_KEY["plain"].cannot_run() is None
+
+
+def test_a_policy_this_loadsched_refuses_is_reported_not_run() -> None:
+    strategy = BY_KEY["hot-only"].__class__("bogus", "bogus", {"scoring": {"nonsense": {}}})
+    reason = strategy.cannot_run()
+    assert reason is not None and "spec.scoring" in reason
+
+
+def run(key: str, usage: list[float], latencies: list[float]) -> Outcome:
+    recording = Recording()
+    for second, cpu in enumerate(usage):
+        recording.add(float(second), {"a": Load(cpu, 0.1), "b": Load(0.1, 0.1)})
+    return Outcome(BY_KEY[key], recording, latencies, pending=0, created=len(latencies))
+
+
+@pytest.mark.parametrize(
+    ("estimation_over", "latency", "expected"),
+    [
+        (1, 1.0, [True, True, True]),  # 1 s over vs 4 (hot) and 10 (plain); p99 1.0 vs 1.0
+        (3, 1.0, [False, False, True]),  # 3/4 = 0.75 > 0.5; 3/10 > 0.2
+        (2, 1.0, [True, True, True]),  # exactly 0.5 and 0.2 are met
+        (1, 1.2, [True, True, False]),  # 1.2 > 1.1 × 1.0
+    ],
+)
+def test_targets_compare_estimation_with_hot_only_and_plain(
+    estimation_over: int, latency: float, expected: list[bool]
+) -> None:
+    outcomes = [
+        run("plain", [0.9] * 10 + [0.1] * 10, [0.5, 1.0]),
+        run("hot-only", [0.9] * 4 + [0.1] * 16, [0.5, 1.0]),
+        run("estimation", [0.9] * estimation_over + [0.1] * (20 - estimation_over), [0.5, latency]),
+    ]
+    lines, ok = targets(outcomes)
+    assert ["MISSED" not in line for line in lines] == expected
+    assert ok == all(expected)
+
+
+def test_targets_are_not_measured_without_their_strategies() -> None:
+    outcomes = [run("plain", [0.9], [1.0]), Outcome(BY_KEY["estimation"], skipped="refused")]
+    lines, ok = targets(outcomes)
+    assert not ok and "estimation, hot-only did not run" in lines[0]
+
+
+def test_the_table_says_why_a_strategy_did_not_run() -> None:
+    outcomes = [run("plain", [0.9, 0.1], [1.0]), Outcome(BY_KEY["lvrb"], skipped="no scoring")]
+    table = render_table(outcomes)
+    last = table.splitlines()[-1]
+    assert last.startswith("lvrb: ") and last.endswith("not run: no scoring")
+
+
+def test_every_strategy_the_issue_names_is_there() -> None:
+    assert [s.key for s in STRATEGIES] == ["plain", "hot-only", "estimation", "tlp", "lvrb"]

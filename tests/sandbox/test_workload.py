@@ -1,0 +1,181 @@
+"""The simulated workload: the seeded trace, pod usage profiles, true node usage, and the
+quality figures computed from it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sandbox.workload import (
+    BURST_SIZES,
+    GI,
+    Load,
+    Placed,
+    Profile,
+    Recording,
+    TraceShape,
+    backgrounds,
+    make_trace,
+    node_usage,
+    percentile,
+    pod_usage,
+    quality,
+)
+
+SHAPE = TraceShape()
+
+
+def profile(**changes: float) -> Profile:
+    fields = {
+        "cpu_request": 1.0,
+        "memory_request": 1.0 * GI,
+        "kind": "typical",
+        "cpu_fraction": 0.5,
+        "cpu_swing": 0.0,
+        "swing_period": 40.0,
+        "memory_fraction": 0.5,
+        "startup": 10.0,
+        "lifetime": 100.0,
+    }
+    fields.update(changes)
+    return Profile(**fields)  # type: ignore[arg-type]
+
+
+def test_the_same_seed_gives_the_same_trace_and_another_seed_another() -> None:
+    assert make_trace(SHAPE, seed=7) == make_trace(SHAPE, seed=7)
+    assert make_trace(SHAPE, seed=7).arrivals != make_trace(SHAPE, seed=8).arrivals
+
+
+@pytest.mark.parametrize("seed", [1, 7, 42])
+def test_a_trace_has_steady_arrivals_and_deployment_sized_bursts(seed: int) -> None:
+    trace = make_trace(SHAPE, seed=seed)
+    steady = [a for a in trace.arrivals if a.group == "steady"]
+    assert steady and all(0 < a.at < SHAPE.arrivals_for for a in steady)
+    assert len({a.name for a in trace.arrivals}) == len(trace.arrivals)
+    assert list(trace.bursts) == ["burst-0", "burst-1"]
+    for number, at in enumerate(SHAPE.bursts):
+        pods = [a for a in trace.arrivals if a.group == f"burst-{number}"]
+        assert SHAPE.burst_size[0] <= len(pods) <= SHAPE.burst_size[1]
+        assert {a.at for a in pods} == {at}
+        sizes = {(a.profile.cpu_request, a.profile.memory_request) for a in pods}
+        assert len(sizes) == 1 and sizes <= set(BURST_SIZES)
+    assert [a.at for a in trace.arrivals] == sorted(a.at for a in trace.arrivals)
+
+
+def test_profiles_span_a_fifth_of_the_request_to_more_than_all_of_it() -> None:
+    profiles = [a.profile for a in make_trace(SHAPE, seed=3).arrivals]
+    kinds = {p.kind for p in profiles}
+    assert kinds == {"light", "typical", "hungry"}
+    for p in profiles:
+        assert SHAPE.startup[0] <= p.startup <= SHAPE.startup[1]
+        if p.kind == "light":
+            assert p.cpu_fraction == 0.2
+        elif p.kind == "typical":
+            assert 0.5 <= p.cpu_fraction <= 1.0
+        else:
+            assert p.cpu_fraction > 1.0
+        assert p.cpu_swing <= 0.3 * p.cpu_fraction
+
+
+def test_a_steady_rate_of_zero_gives_only_bursts() -> None:
+    trace = make_trace(TraceShape(steady_rate=0, bursts=(5.0,), burst_size=(3, 3)), seed=1)
+    assert [a.group for a in trace.arrivals] == ["burst-0"] * 3
+
+
+@pytest.mark.parametrize(
+    ("now", "expected_cpu"),
+    [
+        (0.0, 0.0),  # bound at 5: not yet
+        (14.9, 0.0),  # startup 10 s after binding
+        (15.0, 0.5),  # started: mean fraction of the 1-core request (sin 0)
+        (25.0, 0.6),  # a quarter of the 40 s period: mean + swing
+        (45.0, 0.4),  # three quarters: mean - swing
+    ],
+)
+def test_a_pod_uses_its_profile_from_a_startup_delay_after_binding(
+    now: float, expected_cpu: float
+) -> None:
+    cpu, memory = pod_usage(profile(cpu_swing=0.1), bound_at=5.0, now=now)
+    assert cpu == pytest.approx(expected_cpu)
+    assert memory == (0.0 if expected_cpu == 0 else 0.5 * GI)
+
+
+def test_a_swing_larger_than_the_mean_never_uses_less_than_nothing() -> None:
+    cpu, _ = pod_usage(profile(cpu_fraction=0.2, cpu_swing=0.5), bound_at=0, now=40.0)
+    assert cpu == 0.0
+
+
+def test_node_usage_is_background_plus_its_started_pods_capped_at_all_of_it() -> None:
+    background = Load(cpu=0.25, memory=0.5)
+    pods = [Placed(profile(), 0.0), Placed(profile(cpu_request=2.0), 0.0), Placed(profile(), 30.0)]
+    usage = node_usage(background, pods, now=20.0, cpus=8, memory=4 * GI)
+    # 2 cores of background + 0.5 + 1.0 (the third pod has not started): 3.5 of 8
+    assert usage.cpu == pytest.approx(3.5 / 8)
+    # 2 GiB + 0.5 GiB (1 GiB request, half used) + 0.5 GiB: 3 of 4
+    assert usage.memory == pytest.approx(0.75)
+    hungry = [Placed(profile(cpu_request=4.0, cpu_fraction=1.5), 0.0)] * 2
+    assert node_usage(background, hungry, now=20.0, cpus=8, memory=4 * GI).cpu == 1.0
+
+
+def test_backgrounds_make_some_nodes_busy_from_the_start() -> None:
+    names = [f"node-{i}" for i in range(8)]
+    loads = backgrounds(names, seed=7, busy=2)
+    assert loads == backgrounds(names, seed=7, busy=2)
+    busy = [n for n, load in loads.items() if load.cpu >= 0.45]
+    assert len(busy) == 2
+    assert all(loads[n].cpu <= 0.30 for n in names if n not in busy)
+    assert len({load.cpu for load in loads.values()}) > 4
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [([3.0, 1.0, 2.0], 50, 2.0), ([1.0, 2.0, 3.0, 4.0], 99, 4.0), ([5.0], 1, 5.0)],
+)
+def test_percentile_is_nearest_rank(values: list[float], q: float, expected: float) -> None:
+    assert percentile(values, q) == expected
+
+
+def test_percentile_of_nothing_is_nan() -> None:
+    assert math.isnan(percentile([], 99))
+
+
+def test_quality_of_a_hand_worked_recording() -> None:
+    recording = Recording()
+    # two nodes, limits 0.7; samples at 0, 1 and 3 s (the last stands for the median gap, 1.5 s)
+    recording.add(0.0, {"a": Load(0.2, 0.1), "b": Load(0.6, 0.1)})
+    recording.add(1.0, {"a": Load(0.8, 0.1), "b": Load(0.4, 0.8)})
+    recording.add(3.0, {"a": Load(0.9, 0.1), "b": Load(0.1, 0.1)})
+    measured = quality(recording, cpu_limit=0.7, memory_limit=0.7)
+    # at 1 s: a over on CPU, b over on memory, for 2 s each; at 3 s: a, for 1.5 s
+    assert measured.overload_node_seconds == pytest.approx(2 + 2 + 1.5)
+    assert measured.cpu_max == 0.9
+    assert measured.cpu_p99 == 0.9
+    # σ across the two nodes is half their difference: 0.2, 0.2, 0.4; weighted 1, 2, 1.5 s
+    assert measured.spread == pytest.approx((0.2 * 1 + 0.2 * 2 + 0.4 * 1.5) / 4.5)
+
+
+def test_quality_of_nothing_recorded() -> None:
+    measured = quality(Recording(), cpu_limit=0.7, memory_limit=0.7)
+    assert measured.overload_node_seconds == 0 and math.isnan(measured.cpu_max)
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1), st.floats(0, 1)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_overload_never_exceeds_nodes_times_duration(
+    samples: list[tuple[float, float, float, float]],
+) -> None:
+    recording = Recording()
+    for i, (a_cpu, a_mem, b_cpu, b_mem) in enumerate(samples):
+        recording.add(float(i), {"a": Load(a_cpu, a_mem), "b": Load(b_cpu, b_mem)})
+    measured = quality(recording, cpu_limit=0.7, memory_limit=0.7)
+    assert 0 <= measured.overload_node_seconds <= 2 * len(samples)
+    assert measured.cpu_p99 <= measured.cpu_max <= 1
+    assert 0 <= measured.spread <= 0.5
