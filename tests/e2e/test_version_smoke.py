@@ -1,0 +1,104 @@
+"""The extender protocol against one Kubernetes release: the one ``LOADSCHED_KUBE_VERSION``
+names (built by sandbox/build.py), else hack/kube/go.mod's. ``make matrix`` runs this file
+once per release of ``sandbox.build.MATRIX_VERSIONS``.
+
+- its kube-scheduler's bodies for every verb in both node-cache modes, captured through a
+  recording proxy, have the shape of the ones kept in tests/fixtures/kube-scheduler/<version>/
+  (``LOADSCHED_WRITE_FIXTURES=1`` rewrites them; tests/extender/test_versions_contract.py
+  checks the extender's answers to them);
+- the preempt verb: a pod that fits only by preemption is bound, in both modes;
+- overloaded nodes are avoided and the least loaded wins, in both modes."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from sandbox.build import selected_version
+from sandbox.capture import BODY_NAMES, capture_every_verb, fixture_dir, read_fixtures
+from sandbox.capture import write_fixtures as write_bodies
+from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
+from tests.e2e.conftest import LOADS, NODES, OVERLOADED
+
+pytestmark = pytest.mark.e2e
+
+VERSION = selected_version()
+NAMES_ONLY, FULL_NODE = "smoke-names", "smoke-full"
+_batches = itertools.count()
+
+
+def shape(value: Any, depth: int = 0) -> Any:
+    """Keys and JSON types, two levels deep: what the contract depends on."""
+    if isinstance(value, dict):
+        return {k: shape(v, depth + 1) for k, v in value.items()} if depth < 2 else "object"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
+
+
+@pytest.fixture(scope="module")
+def smoke_schedulers(sandbox: Sandbox, extender: str) -> Iterator[None]:
+    sandbox.start_scheduler(NAMES_ONLY, scheduler_name=NAMES_ONLY, extender=ExtenderSpec(extender))
+    sandbox.start_scheduler(
+        FULL_NODE,
+        scheduler_name=FULL_NODE,
+        extender=ExtenderSpec(extender, node_cache_capable=False),
+    )
+    yield
+    sandbox.stop_scheduler(NAMES_ONLY)
+    sandbox.stop_scheduler(FULL_NODE)
+
+
+def schedule(sandbox: Sandbox, scheduler: str, count: int) -> dict[str, str]:
+    batch = f"smoke-{next(_batches)}"
+    sandbox.create_pods(
+        pod_body(f"{batch}-{i}", scheduler_name=scheduler, labels={"batch": batch})
+        for i in range(count)
+    )
+    try:
+        return sandbox.wait_bound(f"batch={batch}", count, timeout=60)
+    finally:
+        sandbox.delete_pods(f"batch={batch}")
+
+
+def test_the_control_plane_is_the_release_asked_for(sandbox: Sandbox) -> None:
+    for command in ("kube-scheduler", "kube-apiserver"):
+        answer = subprocess.run(
+            [str(sandbox.bin / command), "--version"], capture_output=True, text=True, check=True
+        )
+        assert answer.stdout.split() == ["Kubernetes", VERSION], (command, answer.stdout)
+
+
+def test_bodies_of_every_verb_and_the_preempt_verb(sandbox: Sandbox, extender: str) -> None:
+    captured, placed = capture_every_verb(sandbox, extender, [n.name for n in NODES])
+    # the preempting pods were bound: kube-scheduler took the extender's preempt answer
+    assert set(placed) == {"capture-names-big", "capture-full-big"}
+    assert set(captured) == set(BODY_NAMES), sorted(captured)
+    # the shapes DESIGN.md describes: the unused one is present and null
+    assert captured["filter-names"]["Nodes"] is None
+    assert captured["filter-full"]["NodeNames"] is None
+    assert captured["preempt-full"]["NodeNameToMetaVictims"] is None
+    folder = fixture_dir(VERSION)
+    if os.environ.get("LOADSCHED_WRITE_FIXTURES"):
+        write_bodies(folder, captured)
+    committed = read_fixtures(folder)
+    for name in BODY_NAMES:
+        assert shape(captured[name]) == shape(committed[name]), (VERSION, name)
+
+
+def test_overloaded_nodes_are_avoided_in_both_modes(
+    sandbox: Sandbox, smoke_schedulers: None, set_loads: Callable[[dict[str, float]], None]
+) -> None:
+    set_loads(LOADS)
+    time.sleep(1)  # the extender's node watch sees the annotations
+    least_loaded = min(LOADS, key=LOADS.__getitem__)
+    for scheduler in (NAMES_ONLY, FULL_NODE):
+        placed = schedule(sandbox, scheduler, 16)
+        assert not set(placed.values()) & OVERLOADED, (scheduler, placed)
+        assert list(schedule(sandbox, scheduler, 1).values()) == [least_loaded], scheduler
