@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit e2e setup lint bench serve image clean
+.PHONY: demo test unit e2e setup lint bench serve image clean matrix
 
 ## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
 demo: setup
@@ -27,6 +27,10 @@ unit: $(STAMP)
 ## e2e: the end-to-end tests (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, Prometheus)
 e2e: setup
 	$(BIN)/pytest -m e2e tests/e2e
+
+## matrix: per supported Kubernetes release (sandbox/build.py MATRIX_VERSIONS): build, capture + contract, e2e smoke
+matrix: setup
+	$(BIN)/python scripts/matrix.py
 
 ## setup: Debian packages (etcd-server, prometheus) and the Kubernetes build, when missing
 setup: $(STAMP)
