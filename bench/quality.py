@@ -47,7 +47,7 @@ NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]
 FULL = TraceShape()
 QUICK = TraceShape(
     arrivals_for=100.0,
-    steady_rate=0.2,
+    steady_rate=0.25,
     steady_lifetime=(40.0, 90.0),
     bursts=(10.0,),
     burst_size=(50, 70),
@@ -94,7 +94,7 @@ def main() -> int:
     parser.add_argument(
         "--strategies", type=chosen, default=[s.key for s in STRATEGIES], help="comma-separated"
     )
-    parser.add_argument("--drain", type=float, default=30.0, help="seconds after the last arrival")
+    parser.add_argument("--drain", type=float, default=25.0, help="seconds after the last arrival")
     parser.add_argument("--out", default="out")
     options = parser.parse_args()
     started = time.monotonic()

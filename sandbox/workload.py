@@ -59,15 +59,15 @@ class Arrival:
 class TraceShape:
     """The knobs of a trace; the defaults are the bench's full run."""
 
-    arrivals_for: float = 240.0
+    arrivals_for: float = 200.0
     """Seconds during which pods arrive."""
-    steady_rate: float = 0.2
+    steady_rate: float = 0.25
     """Pods per second, Poisson."""
-    steady_lifetime: tuple[float, float] = (60.0, 150.0)
-    bursts: tuple[float, ...] = (20.0, 130.0)
+    steady_lifetime: tuple[float, float] = (50.0, 130.0)
+    bursts: tuple[float, ...] = (15.0, 105.0)
     """When each burst is created, seconds after the start."""
     burst_size: tuple[int, int] = (50, 100)
-    burst_lifetime: tuple[float, float] = (70.0, 110.0)
+    burst_lifetime: tuple[float, float] = (60.0, 90.0)
     startup: tuple[float, float] = (10.0, 30.0)
     kinds: tuple[tuple[str, float], ...] = (("light", 0.3), ("typical", 0.5), ("hungry", 0.2))
     """Usage kinds and their probabilities."""
@@ -90,7 +90,7 @@ class Trace:
 
 
 STEADY_SIZES = ((0.25, 256 * MI), (0.5, 512 * MI), (1.0, 1 * GI))
-BURST_SIZES = ((0.1, 128 * MI), (0.2, 256 * MI))
+BURST_SIZES = ((0.2, 256 * MI), (0.3, 384 * MI))
 
 
 def draw_profile(
