@@ -7,7 +7,9 @@ and tests inject a transport instead of patching.
 from __future__ import annotations
 
 import base64
+import logging
 import math
+import re
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,8 @@ import httpx
 import msgspec
 
 from shared.errors import LoadschedError
+
+logger = logging.getLogger(__name__)
 
 
 class PrometheusError(LoadschedError):
@@ -31,19 +35,84 @@ class _Sample(msgspec.Struct):
     value: tuple[float, str]
 
 
-class _Data(msgspec.Struct):
-    resultType: str
-    result: list[_Sample]
-
-
-class _Answer(msgspec.Struct):
+class _Envelope(msgspec.Struct):
     status: str
-    data: _Data | None = None
+    data: msgspec.Raw = msgspec.Raw(b"null")
     error: str = ""
     errorType: str = ""
 
 
-_DECODER = msgspec.json.Decoder(_Answer)
+class _ResultType(msgspec.Struct):
+    resultType: str
+
+
+class _Vector(msgspec.Struct):
+    result: list[_Sample]
+
+
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
+_RESULT_TYPE = msgspec.json.Decoder(_ResultType)
+_VECTOR = msgspec.json.Decoder(_Vector)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:nan|[+-]?inf)")
+"""A sample value as Prometheus writes it (Go's ``strconv.FormatFloat``, ``NaN``, ``±Inf``; the
+last two in any case); Python's ``float`` would also take ``1_0``, ``infinity`` and spaces."""
+
+
+def parse_answer(status_code: int, body: bytes, *, promql: str) -> list[tuple[str, float]]:
+    """``(instance label, value)`` for the series of an instant-vector answer, at most one per
+    ``instance``; :class:`PrometheusError` for anything that is not a successful instant
+    vector of numbers.
+
+    What reaches the annotations follows their contract (DESIGN.md): ``NaN`` and negative
+    values are kept (written as ``0.00000``). Not kept, so that nothing is written for that
+    instance and its old value stays until it is stale: ``±Inf`` (no usage fraction), and an
+    ``instance`` with several series of different values (which one is its usage cannot be
+    told; equal ones count once).
+    """
+    where = f"query {promql!r}: HTTP {status_code}"
+    try:
+        answer = _ENVELOPE.decode(body)
+    except msgspec.DecodeError as e:
+        raise PrometheusError(f"{where}, unreadable body: {_excerpt(body)}") from e
+    if not 200 <= status_code < 300 or answer.status != "success" or bytes(answer.data) == b"null":
+        detail = (
+            f"{answer.errorType}: {answer.error}" if answer.error else f"status {answer.status!r}"
+        )
+        raise PrometheusError(f"{where} {detail}")
+    try:
+        result_type = _RESULT_TYPE.decode(answer.data).resultType
+    except msgspec.DecodeError as e:
+        raise PrometheusError(f"{where}, no resultType in data: {e}") from e
+    if result_type != "vector":
+        raise PrometheusError(f"{where}: expected an instant vector, got {result_type!r}")
+    try:
+        samples = _VECTOR.decode(answer.data).result
+    except msgspec.DecodeError as e:
+        raise PrometheusError(f"{where}, malformed vector: {e}") from e
+    by_instance: dict[str, list[float]] = {}
+    for sample in samples:
+        text = sample.value[1]
+        if _NUMBER.fullmatch(text) is None:
+            raise PrometheusError(f"{where}: sample value {text[:40]!r} is not a number")
+        by_instance.setdefault(sample.metric.instance, []).append(float(text))
+    series: list[tuple[str, float]] = []
+    for instance, values in by_instance.items():
+        if any(math.isinf(v) for v in values):
+            logger.warning("%s: instance %r has an infinite value; not used", where, instance)
+        elif len({"NaN" if math.isnan(v) else v for v in values}) > 1:
+            logger.warning(
+                "%s: instance %r has %d series with different values; not used",
+                where,
+                instance,
+                len(values),
+            )
+        else:
+            series.append((instance, values[0]))
+    return series
+
+
+def _excerpt(body: bytes) -> str:
+    return repr(body[:200].decode("utf-8", errors="replace"))
 
 
 @dataclass(frozen=True)
@@ -104,31 +173,9 @@ class PrometheusClient:
         await self._client.aclose()
 
     async def query(self, promql: str) -> list[tuple[str, float]]:
-        """``(instance label, value)`` for every series of an instant vector."""
+        """``(instance label, value)`` for an instant vector's series (:func:`parse_answer`)."""
         try:
             response = await self._client.get("/api/v1/query", params={"query": promql})
         except (httpx.HTTPError, OSError) as e:
             raise PrometheusError(f"query {promql!r}: {type(e).__name__}: {e}") from e
-        try:
-            answer = _DECODER.decode(response.content)
-        except msgspec.DecodeError as e:
-            raise PrometheusError(
-                f"query {promql!r}: HTTP {response.status_code}, "
-                f"unreadable body: {response.text[:200]!r}"
-            ) from e
-        if answer.status != "success" or answer.data is None:
-            raise PrometheusError(
-                f"query {promql!r}: HTTP {response.status_code} {answer.errorType}: {answer.error}"
-            )
-        if answer.data.resultType != "vector":
-            raise PrometheusError(
-                f"query {promql!r}: expected an instant vector, got {answer.data.resultType}"
-            )
-        return [(s.metric.instance, _number(s.value[1])) for s in answer.data.result]
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
+        return parse_answer(response.status_code, response.content, promql=promql)
