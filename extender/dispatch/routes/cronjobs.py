@@ -12,6 +12,7 @@ from extender.dispatch.caches import CronJob
 from extender.dispatch.routes.deps import (
     AUTHENTICATED,
     DispatcherDep,
+    DispatchRoute,
     Posted,
     allowed,
     everywhere,
@@ -20,7 +21,12 @@ from extender.dispatch.routes.deps import (
 from extender.dispatch.routes.jobs import delete_dispatched, find, invalid
 from shared.errors import LoadschedError
 
-router = APIRouter(prefix="/v1/cronjobs", tags=["job dispatch"], dependencies=[AUTHENTICATED])
+router = APIRouter(
+    prefix="/v1/cronjobs",
+    tags=["job dispatch"],
+    dependencies=[AUTHENTICATED],
+    route_class=DispatchRoute,
+)
 """Every route here answers 401 without an accepted token (:data:`AUTHENTICATED`) and names
 its action with :func:`allowed`."""
 

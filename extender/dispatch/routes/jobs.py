@@ -17,6 +17,7 @@ from extender.dispatch.dispatcher import Backpressure, Dispatcher
 from extender.dispatch.routes.deps import (
     AUTHENTICATED,
     DispatcherDep,
+    DispatchRoute,
     Posted,
     allowed,
     everywhere,
@@ -24,7 +25,12 @@ from extender.dispatch.routes.deps import (
 )
 from shared.errors import APINotFoundError, LoadschedError
 
-router = APIRouter(prefix="/v1/jobs", tags=["job dispatch"], dependencies=[AUTHENTICATED])
+router = APIRouter(
+    prefix="/v1/jobs",
+    tags=["job dispatch"],
+    dependencies=[AUTHENTICATED],
+    route_class=DispatchRoute,
+)
 """Every route here answers 401 without an accepted token (:data:`AUTHENTICATED`) and names
 its action with :func:`allowed`."""
 
