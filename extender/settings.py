@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from extender.dispatch.authorizing import AuthMode
@@ -62,10 +62,45 @@ class ExtenderSettings(KubeClientSettings):
     """Serve HTTPS with this certificate (PEM; kube-scheduler's extender tlsConfig)."""
     tls_key_file: Path | None = None
     """The certificate's private key (PEM)."""
+    tls_client_ca_file: Path | None = None
+    """Verify client certificates against this CA bundle (PEM; needs --tls-cert-file). A
+    certificate it did not sign fails the TLS handshake, and the scheduler verbs (filter,
+    prioritize, preempt) answer 403 on a connection that presented none: kube-scheduler's
+    extender tlsConfig carries certFile and keyFile. The probes, /metrics and /v1 (bearer
+    tokens) need no client certificate."""
+    http_keep_alive_seconds: int = Field(default=5, ge=1, le=300)
+    """An idle connection is closed after this many seconds: after its last answer (uvicorn's
+    timeout_keep_alive), and also a new connection that sends nothing."""
+    http_request_seconds: float = Field(default=60.0, gt=0, le=3600)
+    """A request must arrive whole (headers and body) within this many seconds of its first
+    byte, or its connection is closed: a client trickling a body cannot hold a connection
+    and a task for ever. Above kube-scheduler's extender httpTimeout (30 s at most in
+    practice), past which it has given up anyway."""
+    http_max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    """Largest request line and headers together; larger ones get 431 and the connection is
+    closed."""
+    http_max_connections: int = Field(default=4096, ge=16)
+    """Open connections plus requests in progress beyond which new requests get 503
+    (uvicorn's limit_concurrency). Idle keep-alive connections count, so it stays well above
+    what kube-scheduler and the probes open; the open-files limit is raised to allow it."""
     log_level: str = Field(default="INFO", pattern=r"(?i)^(debug|info|warning|error)$")
     """debug, info, warning or error."""
     log_format: LogFormat = "text"
     """text or json (one object per line)."""
+
+    @model_validator(mode="after")
+    def _tls_files_together(self) -> ExtenderSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError(
+                "--tls-cert-file / LOADSCHED_TLS_CERT_FILE and --tls-key-file / "
+                "LOADSCHED_TLS_KEY_FILE go together"
+            )
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError(
+                "--tls-client-ca-file / LOADSCHED_TLS_CLIENT_CA_FILE needs --tls-cert-file "
+                "and --tls-key-file: client certificates are checked only over HTTPS"
+            )
+        return self
 
     @field_validator("serve")
     @classmethod
