@@ -12,11 +12,14 @@ from sandbox.workload import Load, Recording
 from shared.policy import parse_policy
 
 
-def test_crane_strategies_load_with_this_policy_schema() -> None:
-    for key in ("hot-only", "estimation"):
-        policy = parse_policy(BY_KEY[key].policy())
-        assert [p.max_limit_percent for p in policy.spec.predicate] == [0.7, 0.7]
+def test_crane_strategy_loads_and_estimation_differs_from_it_only_by_estimation() -> None:
+    policy = parse_policy(BY_KEY["hot-only"].policy())
+    assert [p.max_limit_percent for p in policy.spec.predicate] == [0.7, 0.7]
     assert BY_KEY["hot-only"].cannot_run() is None
+    hot, estimation = BY_KEY["hot-only"].spec, BY_KEY["estimation"].spec
+    assert hot is not None and estimation is not None
+    assert {k: v for k, v in estimation.items() if k != "estimation"} == hot
+    assert estimation["estimation"]["enabled"] is True
     assert not BY_KEY["plain"].uses_extender and BY_KEY["plain"].cannot_run() is None
 
 
