@@ -327,6 +327,11 @@ def assemble(
         title="loadsched extender",
         summary="Load-aware filter and prioritize for the stock kube-scheduler, and job dispatch",
         lifespan=lifespan,
+        # every endpoint is authenticated or public (tests/extender/test_public_routes.py):
+        # no docs pages or schema are served; app.openapi() still describes the API
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.loadsched = state
     app.include_router(health.router)

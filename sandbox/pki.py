@@ -119,3 +119,23 @@ def service_account_keys(directory: Path) -> CertFiles:
     )
     _write_key(key, files.key)
     return files
+
+
+@dataclass(frozen=True)
+class MutualTLS:
+    """A CA of its own, a serving certificate for 127.0.0.1 and a client certificate, both
+    signed by it: what ``--tls-cert-file``, ``--tls-key-file`` and ``--tls-client-ca-file``
+    and kube-scheduler's extender ``tlsConfig`` (caFile, certFile, keyFile) take."""
+
+    ca: Path
+    server: CertFiles
+    client: CertFiles
+
+
+def mutual_tls(directory: Path, *, client: str = "kube-scheduler") -> MutualTLS:
+    """Certificates for an HTTPS endpoint on 127.0.0.1 that verifies its clients."""
+    authority = CertificateAuthority(directory)
+    server = authority.issue(
+        "server", "loadsched-extender", server=True, ips=("127.0.0.1",), dns=("localhost",)
+    )
+    return MutualTLS(authority.files.cert, server, authority.issue("client", client))
