@@ -7,6 +7,7 @@ was lost (must be 0), and the seconds from the fault's end until the work was wh
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +20,8 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
+from sandbox.cluster import ExtenderSpec, Sandbox, free_port, pod_body
+from sandbox.lag import LaggingRelay
 from sandbox.processes import wait_for
 from sandbox.round_robin import RoundRobin
 from shared.quantity import parse_quantity
@@ -44,7 +46,7 @@ class BoundPeak:
     the highest sum of CPU requests of bound, non-terminal pods it has seen at any event."""
 
     def __init__(self, sandbox: Sandbox, namespace: str) -> None:
-        self._core = sandbox.core
+        self._core: Any = sandbox.core
         self._namespace = namespace
         self._cpu: dict[str, Fraction] = {}
         self.peak = Fraction(0)
@@ -82,13 +84,13 @@ class BoundPeak:
         self.peak = max(self.peak, sum(self._cpu.values(), Fraction(0)))
 
     def _run(self) -> None:
-        listed = self._core.list_namespaced_pod(self._namespace)
+        listed: Any = self._core.list_namespaced_pod(self._namespace)
         for pod in listed.items:
             self._record(pod)
         version = listed.metadata.resource_version
         self._ready.set()
         while not self._stop.is_set():
-            stream = k8s_watch.Watch()
+            stream: Any = k8s_watch.Watch()  # type: ignore[no-untyped-call]
             try:
                 for event in stream.stream(
                     self._core.list_namespaced_pod,
@@ -112,7 +114,8 @@ class BoundPeak:
 
 def create_namespace(sandbox: Sandbox, name: str) -> None:
     try:
-        sandbox.core.create_namespace({"metadata": {"name": name}})
+        core: Any = sandbox.core
+        core.create_namespace({"metadata": {"name": name}})
     except k8s.ApiException as e:
         if e.status != 409:
             raise
@@ -160,21 +163,30 @@ def burst(
 
 @contextmanager
 def extender_replicas(
-    sandbox: Sandbox, count: int, args: list[str], prefix: str = "extender-replica"
+    sandbox: Sandbox,
+    count: int,
+    args: list[str],
+    prefix: str = "extender-replica",
+    *,
+    watch_lag: float = 0.0,
 ) -> Iterator[tuple[list[str], RoundRobin]]:
-    """``count`` extender processes behind one round-robin balancer; (names, balancer)."""
-    from sandbox.cluster import free_port
-
+    """``count`` extender processes behind one round-robin balancer; (names, balancer).
+    ``watch_lag``: each reaches the API server through its own relay that delays what the
+    server sends by that many seconds (a busy API server, a slow link)."""
     ports = [free_port() for _ in range(count)]
     names = [f"{prefix}-{i}" for i in range(count)]
-    try:
-        for name, port in zip(names, ports, strict=True):
-            sandbox.start_extender(port=port, name=name, args=args)
-        with RoundRobin(ports) as balancer:
-            yield names, balancer
-    finally:
-        for name in names:
-            sandbox.supervisor.stop_named(name)
+    with contextlib.ExitStack() as stack:
+        try:
+            for name, port in zip(names, ports, strict=True):
+                api_port = None
+                if watch_lag:
+                    api_port = stack.enter_context(LaggingRelay(sandbox.api_port, watch_lag)).port
+                sandbox.start_extender(port=port, name=name, args=args, api_port=api_port)
+            with RoundRobin(ports) as balancer:
+                yield names, balancer
+        finally:
+            for name in names:
+                sandbox.supervisor.stop_named(name)
 
 
 def quota_two_replicas(
@@ -184,12 +196,13 @@ def quota_two_replicas(
     max_cpu: str = "5",
     prefill: int = 30,
     pods: int = 200,
+    watch_lag: float = 0.0,
     say: Callable[[str], None] = lambda _: None,
 ) -> FaultRow:
     """Two extender replicas with ``--elastic-quota`` behind one round-robin balancer, one
     kube-scheduler (not ignorable) calling it; a namespace at ``prefill`` × 100m of its
     ``max`` takes a burst of ``pods`` × 100m. The peak of bound CPU, read from the API server
-    by a watch, against ``max``."""
+    by a watch, against ``max``. ``watch_lag``: the replicas' watches lag that far behind."""
     sandbox.install_crd(CRD)
     create_namespace(sandbox, namespace)
     create_quota(sandbox, namespace, max_cpu)
@@ -197,7 +210,9 @@ def quota_two_replicas(
     ceiling = Fraction(parse_quantity(max_cpu))
     try:
         with (
-            extender_replicas(sandbox, 2, ["--elastic-quota"], prefix="extender-quota") as (
+            extender_replicas(
+                sandbox, 2, ["--elastic-quota"], prefix="extender-quota", watch_lag=watch_lag
+            ) as (
                 _,
                 balancer,
             ),
@@ -232,7 +247,8 @@ def quota_two_replicas(
         delete_quota(sandbox, namespace)
     overshoot_pods = max(0, int(over * 10))
     return FaultRow(
-        fault="2 extender replicas, 1 quota",
+        fault="2 extender replicas, 1 quota"
+        + (f", watches {watch_lag:g} s behind" if watch_lag else ""),
         work=f"{pods} pods into a namespace at {prefill}/{int(ceiling * 10)} pods of max",
         outcome=f"peak {float(peak.peak):g} of max {max_cpu} CPU",
         lost=overshoot_pods,
@@ -247,8 +263,5 @@ def quota_two_replicas(
 
 
 def bound_pods(sandbox: Sandbox, namespace: str) -> list[str]:
-    return [
-        p.metadata.name
-        for p in sandbox.core.list_namespaced_pod(namespace).items
-        if p.spec.node_name
-    ]
+    pods: Any = sandbox.core.list_namespaced_pod(namespace).items
+    return [str(p.metadata.name) for p in pods if p.spec.node_name]

@@ -7,10 +7,20 @@ does not learn the node kube-scheduler picks) until the watch shows them bound, 
 ``assume_seconds``: kube-scheduler binds asynchronously, and without this a burst of pods
 would each be judged against usage that does not yet include the ones before it.
 Pure: no I/O; the watches feed :attr:`QuotaLedger.pod_store` and :attr:`QuotaLedger.quota_store`.
+
+With ``shared_admission`` (the extender: replicas behind one Service), an assumption is also
+written on the namespace's ElasticQuota object, in the annotation :data:`ADMITTED_ANNOTATION`
+(``{"<uid>": [<until, Unix seconds>, {"cpu": "100m", ...}]}``), by a patch guarded by the
+object's resourceVersion (:mod:`extender.scheduling.quota_gate`): every replica's quota watch
+brings the others' admissions, and a decision is counted against them. A reservation counts
+until its deadline while this ledger does not count the pod itself (not seen bound yet, not
+seen gone); it is dropped from the annotation only once past its deadline, never because
+one replica has seen the pod bound (another may not have yet).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +33,7 @@ import msgspec
 from shared.kube.meta import ObjectMeta
 from shared.kube.paths import ELASTIC_QUOTAS
 from shared.pods import Pod
-from shared.quantity import ResourceList, add
+from shared.quantity import ResourceList, add, parse_resources, to_quantity
 from shared.quota import Admission, ElasticQuota, QuotaState, Totals
 
 logger = logging.getLogger(__name__)
@@ -31,6 +41,8 @@ logger = logging.getLogger(__name__)
 ZERO = Fraction(0)
 ASSUMED = "<assumed>"
 """The node of a pod admitted at filter whose binding the watch has not shown yet."""
+ADMITTED_ANNOTATION = "loadsched.io/admitted"
+"""On an ElasticQuota: the pods extender replicas admitted and may not have seen bound yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,15 +108,74 @@ QUOTA_DECODER = msgspec.json.Decoder(QuotaObject)
 ELASTIC_QUOTAS_PATH = ELASTIC_QUOTAS.path()
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A pod admitted by some replica, as written on its namespace's ElasticQuota."""
+
+    until: float
+    """Wall-clock deadline, Unix seconds."""
+    request: ResourceList
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationPatch:
+    """The merge patch that adds a reservation to an ElasticQuota, guarded by the
+    resourceVersion its decision was made on."""
+
+    namespace: str
+    name: str
+    body: dict[str, Any]
+
+
+def reservations_of(obj: QuotaObject) -> dict[str, Reservation]:
+    """The reservations on an ElasticQuota; a malformed annotation or entry is skipped."""
+    text = (obj.metadata.annotations or {}).get(ADMITTED_ANNOTATION)
+    if not text:
+        return {}
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        logger.warning("elasticquota/%s: %s is not JSON", obj.metadata.name, ADMITTED_ANNOTATION)
+        return {}
+    found: dict[str, Reservation] = {}
+    for uid, entry in entries.items() if isinstance(entries, dict) else ():
+        try:
+            until, request = entry
+            found[uid] = Reservation(float(until), parse_resources(request, where=uid))
+        except (TypeError, ValueError):
+            continue
+    return found
+
+
+def encode_reservations(reservations: dict[str, Reservation]) -> str:
+    return json.dumps(
+        {
+            uid: [round(r.until, 3), {k: to_quantity(v) for k, v in r.request.items()}]
+            for uid, r in reservations.items()
+        },
+        separators=(",", ":"),
+    )
+
+
 class QuotaLedger:
     def __init__(
         self,
         *,
         clock: Callable[[], float] = time.monotonic,
         assume_seconds: float = 30.0,
+        shared_admission: bool = False,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._clock = clock
+        self._wall_clock = wall_clock
         self._assume_seconds = assume_seconds
+        self.shared_admission = shared_admission
+        """Count the reservations other replicas wrote on the ElasticQuota objects."""
+        self.reservations: dict[str, dict[str, Reservation]] = {}
+        """By namespace: the reservations on the quota in force there."""
+        self._gone: dict[str, float] = {}
+        """Pods seen deleted or finished (UID → wall-clock time): their reservations no
+        longer count."""
         self.quotas: dict[str, ElasticQuota] = {}
         """The quota in force per namespace."""
         self.objects: dict[tuple[str, str], QuotaObject] = {}
@@ -198,9 +269,77 @@ class QuotaLedger:
         """Quota use now, as if pod ``without`` (a UID) were not counted: the pod a decision
         is about is never counted against itself (it may be nominated, or assumed)."""
         self.expire_assumed()
-        state = QuotaState(self.quotas, self.used, Totals(min=self.pool_min, used=self.pool_used))
+        used, pool_used = self.used, self.pool_used
+        reserved = self.reserved(without=without) if self.reservations else {}
+        if reserved:
+            used = dict(used)
+            pool: ResourceList = dict(pool_used)
+            for namespace, request in reserved.items():
+                used[namespace] = add(used.get(namespace, {}), request)
+                pool = add(pool, self.quotas[namespace].governed(request))
+            pool_used = pool
+        state = QuotaState(self.quotas, used, Totals(min=self.pool_min, used=pool_used))
         own = self.pods.get(without) if without else None
         return state if own is None else state.without(own.namespace, own.request)
+
+    def reserved(self, *, without: str = "") -> dict[str, ResourceList]:
+        """Per namespace, what other replicas' live reservations hold that this ledger does
+        not count itself (pods it has not seen placed, nor gone)."""
+        now = self._wall_clock()
+        found: dict[str, ResourceList] = {}
+        for namespace, entries in self.reservations.items():
+            if namespace not in self.quotas:
+                continue
+            held = [
+                r.request
+                for uid, r in entries.items()
+                if r.until > now
+                and uid != without
+                and uid not in self.pods
+                and uid not in self._gone
+            ]
+            if held:
+                found[namespace] = add(*held)
+        return found
+
+    def reservation_patch(self, pod: Pod, request: ResourceList) -> ReservationPatch | None:
+        """The patch recording ``pod``'s admission on its namespace's ElasticQuota (the
+        reservations still live, and this one); ``None`` without a quota object."""
+        namespace = pod.metadata.namespace
+        quota = self.quotas.get(namespace)
+        if quota is None:
+            return None
+        key = next((k for k in sorted(self.objects) if k[0] == namespace), None)
+        if key is None:
+            return None
+        obj = self.objects[key]
+        now = self._wall_clock()
+        live = {uid: r for uid, r in reservations_of(obj).items() if r.until > now}
+        live[pod.metadata.uid] = Reservation(now + self._assume_seconds, quota.governed(request))
+        body = {
+            "metadata": {
+                "resourceVersion": obj.metadata.resourceVersion,
+                "annotations": {ADMITTED_ANNOTATION: encode_reservations(live)},
+            }
+        }
+        return ReservationPatch(namespace, key[1], body)
+
+    def forget(self, uid: str) -> None:
+        """Drop the assumption of a pod whose admission was not recorded after all."""
+        if self._assumed.pop(uid, None) is not None:
+            usage = self.pods.get(uid)
+            if usage is not None:
+                self._count(usage, -1)
+
+    def gone(self, uid: str) -> None:
+        """Pod ``uid`` was deleted or finished: its reservation no longer holds anything."""
+        if not self.shared_admission:
+            return
+        now = self._wall_clock()
+        self._gone[uid] = now
+        if len(self._gone) > 1024:
+            horizon = now - self._assume_seconds
+            self._gone = {u: t for u, t in self._gone.items() if t > horizon}
 
     def admit(self, pod: Pod, request: ResourceList) -> Admission:
         """May ``pod`` be placed, given everything else counted (never the pod itself)?"""
@@ -250,6 +389,11 @@ class QuotaLedger:
             logger.warning("elasticquota/%s/%s: ignored: %s", *key, invalid[key])
         self.quotas = quotas
         self.invalid = invalid
+        if self.shared_admission:
+            self.reservations = {}
+            for key in sorted(self.objects):
+                if key[0] in quotas and key[0] not in self.reservations:
+                    self.reservations[key[0]] = reservations_of(self.objects[key])
         self.pool_min = add(*(q.min for q in quotas.values()))
         self.pool_used = dict(Totals.of(quotas, self.used).used)
 
@@ -257,12 +401,22 @@ class QuotaLedger:
         if replace:
             self.objects = {}
         for obj in objects:
-            self.objects[(obj.metadata.namespace, obj.metadata.name)] = obj
+            key = (obj.metadata.namespace, obj.metadata.name)
+            if not replace and _older(obj, self.objects.get(key)):
+                continue  # a watch event behind the version a reservation patch returned
+            self.objects[key] = obj
         self._rebuild_quotas()
 
     def delete_quota_object(self, obj: QuotaObject) -> None:
         self.objects.pop((obj.metadata.namespace, obj.metadata.name), None)
         self._rebuild_quotas()
+
+
+def _older(obj: QuotaObject, current: QuotaObject | None) -> bool:
+    if current is None or current.metadata.uid != obj.metadata.uid:
+        return False
+    new, old = obj.metadata.resourceVersion or "", current.metadata.resourceVersion or ""
+    return new.isdigit() and old.isdigit() and int(new) < int(old)
 
 
 class _PodStore:
@@ -285,6 +439,8 @@ class _PodStore:
     def apply(self, event: str, item: Pod) -> None:
         uid = item.metadata.uid
         ledger = self._ledger
+        if event == "DELETED" or item.is_terminal:
+            ledger.gone(uid)
         if event == "DELETED":
             ledger.put(None, uid)
             return

@@ -30,12 +30,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
+import httpx
+import msgspec
+
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.wire import MetaPod, MetaVictims, PodInfo
-from shared.errors import LoadschedError
+from shared.errors import (
+    APIConflictError,
+    APIError,
+    APIForbiddenError,
+    APINotFoundError,
+    APIUnreachableError,
+    LoadschedError,
+)
+from shared.kube import fetching, patching
+from shared.kube.paths import ELASTIC_QUOTAS
+from shared.kube.requesting import DEFAULT_RETRY
+from shared.kube.retrying import RetryPolicy
 from shared.quantity import ResourceList
 from shared.quota import Admission
-from shared.quota_ledger import ASSUMED, PodUsage, QuotaLedger
+from shared.quota_ledger import ASSUMED, QUOTA_DECODER, PodUsage, QuotaLedger
 from shared.reclaim import Preemptor, Rules, victims_on_node
 
 logger = logging.getLogger(__name__)
@@ -43,6 +57,10 @@ logger = logging.getLogger(__name__)
 
 class InvalidPod(LoadschedError):
     """The pod in a request has a malformed field (named in the message)."""
+
+
+RECORD_ATTEMPTS = 8
+"""Writes of one admission raced by other replicas before the pod is refused for now."""
 
 
 class QuotaGate:
@@ -56,6 +74,15 @@ class QuotaGate:
         self.ledger = ledger
         self._allocatable = allocatable
         self._metrics = metrics
+        self._client: httpx.AsyncClient | None = None
+        self._retry = DEFAULT_RETRY
+        self._unrecorded: set[str] = set()
+
+    def attach(self, client: httpx.AsyncClient, retry: RetryPolicy) -> None:
+        """Record admissions on the ElasticQuota objects through ``client`` (replicas share
+        them); without it each process counts only its own."""
+        self._client = client
+        self._retry = retry
 
     def governs(self, pod: PodInfo) -> bool:
         return pod.metadata.namespace in self.ledger.quotas
@@ -82,6 +109,71 @@ class QuotaGate:
 
     def assume(self, pod: PodInfo, request: ResourceList) -> None:
         self.ledger.assume(pod, request)
+
+    async def record(self, pod: PodInfo, request: ResourceList) -> Admission:
+        """Write the admission of ``pod`` (assumed here) on its ElasticQuota, deciding again
+        on the object's current reservations: the patch carries the resourceVersion the
+        decision was made on, so of two replicas admitting at once one gets a 409, reads the
+        object again (with the other's reservation) and decides again. A refusal drops the
+        assumption. No client, or no right to write (403) or no object (404): the decision
+        made here stands, as with one replica."""
+        client, ledger, uid = self._client, self.ledger, pod.metadata.uid
+        if client is None or not ledger.shared_admission:
+            return Admission(True)
+        for _ in range(RECORD_ATTEMPTS):
+            decision = ledger.admit(pod, request)
+            target = ledger.reservation_patch(pod, request) if decision.admitted else None
+            if target is None:
+                if not decision.admitted:
+                    ledger.forget(uid)
+                    self._metrics.quota_rejections.labels("unresolvable").inc()
+                    logger.info("pod/%s: %s", pod.key, decision.message)
+                return decision
+            try:
+                written = await patching.patch(
+                    client,
+                    ELASTIC_QUOTAS,
+                    target.name,
+                    target.body,
+                    namespace=target.namespace,
+                    what=f"elasticquota/{target.namespace}/{target.name}: admit pod/{pod.key}",
+                    retry=self._retry,
+                )
+            except APIConflictError:
+                written = await fetching.get(
+                    client,
+                    ELASTIC_QUOTAS,
+                    target.name,
+                    namespace=target.namespace,
+                    retry=self._retry,
+                )
+                self._learn(written)
+                continue
+            except (APIForbiddenError, APINotFoundError) as e:
+                if target.namespace not in self._unrecorded:
+                    self._unrecorded.add(target.namespace)
+                    logger.warning(
+                        "elasticquota/%s/%s: admissions not shared with other replicas: %s",
+                        target.namespace,
+                        target.name,
+                        e,
+                    )
+                return decision
+            except (APIError, APIUnreachableError) as e:
+                ledger.forget(uid)
+                return Admission(False, f"elastic quota: admission not recorded: {e}")
+            self._learn(written)
+            return decision
+        ledger.forget(uid)
+        return Admission(False, "elastic quota: admission raced by other replicas; retrying")
+
+    def _learn(self, content: bytes) -> None:
+        try:
+            obj = QUOTA_DECODER.decode(content)
+        except msgspec.DecodeError as e:
+            logger.warning("elasticquota: unreadable answer: %s", e)
+            return
+        self.ledger.set_quota_objects([obj], replace=False)
 
     # -- preempt ----------------------------------------------------------------------------
 

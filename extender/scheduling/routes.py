@@ -111,7 +111,6 @@ class SchedulerVerbs:
     def __init__(self, state: VerbsState) -> None:
         self._state = state
         self._decide: dict[str, Callable[[bytes], tuple[int, Any]]] = {
-            "filter": self._filter,
             "prioritize": self._prioritize,
             "preempt": self._preempt,
         }
@@ -125,7 +124,10 @@ class SchedulerVerbs:
         started = time.perf_counter()
         try:
             body = await _read_body(scope, receive, state.settings.max_body_bytes)
-            status, payload = self._decide[verb](body)
+            if verb == "filter":
+                status, payload = await self._filter(body)
+            else:
+                status, payload = self._decide[verb](body)
         except BadRequest as e:
             state.metrics.decode_errors.labels(verb).inc()
             logger.warning("%s: %s %s", verb, e.status, e.message[:300])
@@ -146,11 +148,11 @@ class SchedulerVerbs:
         timing = f"extender;dur={elapsed * 1000:.3f}".encode()
         await _send(send, status, encoded, [(b"server-timing", timing)])
 
-    def _filter(self, body: bytes) -> tuple[int, Any]:
+    async def _filter(self, body: bytes) -> tuple[int, Any]:
         args = _args(body)
         assert args.Pod is not None
         try:
-            return 200, self._state.extender.filter(args.Pod, args)
+            return 200, await self._state.extender.filter_recorded(args.Pod, args)
         except (InvalidNode, InvalidPod) as e:
             raise BadRequest(400, f"invalid request body: {e}") from e
         except NamesOnlyUnavailable as e:
