@@ -36,6 +36,7 @@ from extender.dispatch.templates import JobTemplate, load_templates
 from extender.scheduling import routes as scheduler
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import NodeLoadCache, decode_node
+from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.requeue import Requeuer, RequeueTracker
 from extender.scheduling.verbs import LoadAwareExtender
@@ -247,14 +248,18 @@ def room_watches(
     dispatch: DispatchConfig | None,
 ) -> list[Reflector[Any]]:
     """Every watch besides nodes, each recorded under the rooms whose readiness waits on it.
-    Pods are watched once when either room needs them: quotas count them, dispatch indexes
-    the pods of its Jobs and what bound pods use per node."""
+    Pods are watched once when either room needs them: quotas count them, estimation and
+    TargetLoadPacking read the recently bound ones, dispatch indexes the pods of its Jobs and
+    what bound pods use per node."""
     retry = state.settings.kube_retry()
     pod_stores: list[Store[Pod]] = []
     scheduling: list[Reflector[Any]] = []
     dispatching: list[Reflector[Any]] = []
     if quota is not None or dispatch is not None:
         pod_stores.append(ledger.pod_store)
+    placements = state.node_cache.placements if state.node_cache is not None else None
+    if placements is not None:
+        pod_stores.append(placements)
     if quota is not None:
         scheduling.append(quota_watch(client, ledger, retry))
     if dispatch is not None:
@@ -266,7 +271,7 @@ def room_watches(
     if not pod_stores:
         return []
     pod_reflector = pod_watch(client, pod_stores, retry)
-    if quota is not None:
+    if quota is not None or placements is not None:
         scheduling.insert(0, pod_reflector)
     if dispatch is not None:
         dispatching.insert(0, pod_reflector)
@@ -358,6 +363,13 @@ def create_app(
     rules = LoadRules.from_policy(policy)
     metrics = ExtenderMetrics()
     node_cache = NodeLoadCache(rules) if endpoint is not None else None
+    if node_cache is not None and rules.reads_pods and "scheduling" in rooms:
+        node_cache.placements = PlacementIndex(rules, clock=clock, on_change=node_cache.touch)
+    elif rules.reads_pods and "scheduling" in rooms:
+        logger.warning(
+            "spec.estimation and targetLoadPacking need the pod watch (--kubeconfig or "
+            "in-cluster): pods bound since a sample are not counted"
+        )
     ledger = QuotaLedger(assume_seconds=settings.quota_assume_seconds, shared_admission=True)
     quota = quota_gate(settings, rooms, ledger, node_cache, metrics)
     dispatch = dispatch_config(settings, rooms, node_cache)

@@ -1,16 +1,20 @@
-"""The load model: crane-scheduler's filter and score semantics, as pure functions.
+"""The load model: crane-scheduler's filter and score semantics, as pure functions, with
+loadsched's estimation, per-node limits and Trimaran's strategies beside them.
 
 - Filter: for each predicate in order, a missing or stale value is skipped (fail-open, crane's
   behaviour) or rejects the node (fail-closed); a limit of 0 is off; ``usage > limit`` (strict)
-  rejects the node. DaemonSet pods are never filtered (the caller checks the pod).
+  rejects the node. DaemonSet pods are never filtered (the caller checks the pod). A node's
+  ``loadsched.io/predicate-limits`` annotation overrides the policy's limits for that node.
 - Score (0..100): ``S = Σ valid (1-u)·w·100``, ``W = Σ all w`` (invalid metrics keep their
   weight), ``s = int(S/W)``, ``final = clamp(s - int(hot·10), 0, 100)``. S and W are summed
   left to right in float64 as crane does (never ``sum()``: since Python 3.12 it compensates
   rounding and can differ from crane by one point). Where crane's float arithmetic leaves the
   finite range (a usage of ``+Inf`` or ``1e308``) crane's clamped result is 0, and so is ours.
-- Freshness: a metric value is fresh iff ``now < ts + period + 5m``; the hot value for 5m. A
-  timestamp more than :data:`MAX_CLOCK_SKEW` ahead of ``now`` is never fresh (``future``).
-  Datetime arithmetic is done on differences, so no timestamp (year 1 or 9999) can overflow.
+  With ``spec.scoring`` a Trimaran strategy (:mod:`shared.scoring`) gives ``s`` instead; it
+  depends on the pod, so the verdict carries its inputs and :func:`pod_score` finishes it.
+- Estimation (``spec.estimation``): ``u`` is the measured value plus the share of the node the
+  sample misses of the pods bound to it (:mod:`shared.estimation`), in filter and score.
+- Freshness: :mod:`shared.freshness`.
 
 Time is always passed in (``now``); nothing here reads the clock.
 """
@@ -19,75 +23,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Literal
 
 from shared.annotations import Reading, Sample, Unknown, UnknownReason, decode
-from shared.policy import (
-    EXTRA_ACTIVE_PERIOD,
-    HOT_VALUE_ACTIVE_PERIOD,
-    HOT_VALUE_KEY,
-    DynamicSchedulerPolicy,
-    HotValuePolicy,
-)
+from shared.estimation import NodeSize, Placement, estimated_share
+from shared.freshness import MAX_CLOCK_SKEW, fresh_value, future_detail
+from shared.policy import HOT_VALUE_ACTIVE_PERIOD, HOT_VALUE_KEY, NODE_LIMITS_KEY, HotValuePolicy
+from shared.rules import LoadRules, MetricRule, decode_limits, ordered_sum
+from shared.strategies import Packed, PodDemand, Risked, strategy_inputs
+
+__all__ = [
+    "MAX_CLOCK_SKEW",
+    "LoadRules",
+    "MetricRule",
+    "PodDemand",
+    "fresh_value",
+    "future_detail",
+    "ordered_sum",
+]
 
 MAX_NODE_SCORE = 100
 MAX_EXTENDER_SCORE = 10
-MAX_CLOCK_SKEW = timedelta(minutes=1)
-"""A timestamp up to this far ahead of ``now`` reads as current (the annotator's clock may run
-a little ahead of the extender's); further ahead it is unknown (``future``), never fresh. A value
-written in local time and read as UTC east of Greenwich lands hours ahead: that is a
-``spec.timestampZone`` mismatch, not clock skew."""
-_LONGEST_VALIDITY = timedelta(days=1)
-"""A verdict is re-evaluated at least this often, so that a future timestamp or an absurdly long
-sync period never needs a datetime beyond year 9999."""
-
-
-@dataclass(frozen=True, slots=True)
-class MetricRule:
-    """One predicate or priority entry with its freshness window resolved."""
-
-    name: str
-    threshold: float
-    """The limit for a predicate, the weight for a priority."""
-    window: timedelta
-
-
-@dataclass(frozen=True, slots=True)
-class LoadRules:
-    """A policy compiled for fast evaluation."""
-
-    predicates: tuple[MetricRule, ...]
-    priorities: tuple[MetricRule, ...]
-    total_weight: float
-    fail_closed: bool
-    zone: tzinfo
-    keys: tuple[str, ...]
-    """Every annotation key the rules read (metric names and the hot value key)."""
-    hot_limit: int = 0
-    """Refuse a node whose fresh hot value is above this; 0 is off."""
-
-    @classmethod
-    def from_policy(cls, policy: DynamicSchedulerPolicy) -> LoadRules:
-        spec = policy.spec
-
-        def window(name: str) -> timedelta:
-            return policy.period_of(name) + EXTRA_ACTIVE_PERIOD
-
-        predicates = tuple(
-            MetricRule(p.name, p.max_limit_percent, window(p.name)) for p in spec.predicate
-        )
-        priorities = tuple(MetricRule(p.name, p.weight, window(p.name)) for p in spec.priority)
-        names = dict.fromkeys([r.name for r in predicates + priorities] + [HOT_VALUE_KEY])
-        return cls(
-            predicates=predicates,
-            priorities=priorities,
-            total_weight=ordered_sum(p.threshold for p in priorities),
-            fail_closed=spec.stale_data == "failClosed",
-            zone=policy.zone,
-            keys=tuple(names),
-            hot_limit=spec.hot_value_limit,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,13 +55,57 @@ class NodeLoad:
     node: str
     readings: Mapping[str, Reading]
     """By annotation key, including the hot value key."""
+    limits: Mapping[str, float] = field(default_factory=dict)
+    """Predicate limits this node's annotation overrides."""
+    limits_error: str | None = None
+    """Why the node's limits annotation was ignored, when it was."""
+    size: NodeSize = NodeSize()
 
     @classmethod
     def from_annotations(
-        cls, node: str, annotations: Mapping[str, str] | None, rules: LoadRules
+        cls,
+        node: str,
+        annotations: Mapping[str, str] | None,
+        rules: LoadRules,
+        size: NodeSize | None = None,
     ) -> NodeLoad:
         source = annotations or {}
-        return cls(node, {key: decode(source.get(key), rules.zone) for key in rules.keys})
+        limits, error = decode_limits(source.get(NODE_LIMITS_KEY), rules)
+        return cls(
+            node,
+            {key: decode(source.get(key), rules.zone) for key in rules.keys},
+            limits,
+            error,
+            size or NodeSize(),
+        )
+
+
+Role = Literal["predicate", "priority", "strategy"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricTerm:
+    """How one metric counted in a verdict (what explain shows)."""
+
+    metric: str
+    role: Role
+    state: UnknownReason | Literal["fresh"]
+    measured: float | None
+    """The annotation's value, when fresh."""
+    sampled_at: datetime | None
+    estimated: float
+    """Added for pods the sample does not show yet."""
+    threshold: float
+    """The limit (predicate, ``limit_from`` says whose) or the weight (priority)."""
+    limit_from: Literal["policy", "node"] = "policy"
+    decided: bool = False
+    """This predicate rejected the node."""
+    points: float = 0.0
+    """A priority's share of the 0..100 score: ``(1-u)·w·100 / W``."""
+
+    @property
+    def value(self) -> float | None:
+        return None if self.measured is None else self.measured + self.estimated
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,7 @@ class Verdict:
     overload_reason: tuple[str, str] | None
     """(metric, why): ``overloaded``, or why the value was unknown when failClosed."""
     score: int
-    """0..100, crane's scale."""
+    """0..100, crane's scale (crane's least-loaded score, whatever the strategy)."""
     unknown: tuple[tuple[str, UnknownReason], ...]
     """Metrics read as unknown, stale or future (for metrics and logs); the hot value key too
     when its value is unusable for another reason than being missing or stale."""
@@ -124,47 +126,14 @@ class Verdict:
     """When a fresh value used here goes stale; ``None`` if time cannot change the verdict."""
     extender_score: int
     """``score`` on the extender protocol's 0..10 scale."""
-
-
-def ordered_sum(values: Iterable[float]) -> float:
-    """Left-to-right float64 addition, as crane's Go loop does (``sum()`` compensates)."""
-    total = 0.0
-    for value in values:
-        total += value
-    return total
-
-
-def future_detail(timestamp: datetime, ahead: timedelta) -> str:
-    """Why a timestamp ``ahead`` of now is not used, pointing at the likely cause."""
-    minutes = int(ahead.total_seconds()) // 60
-    return (
-        f"timestamp {timestamp.strftime('%Y-%m-%dT%H:%M:%SZ')} read in {timestamp.tzinfo} is "
-        f"{minutes // 60}h{minutes % 60:02d}m ahead of now: annotations written in local time? "
-        "set spec.timestampZone"
-    )
-
-
-def fresh_value(
-    reading: Reading, window: timedelta, now: datetime
-) -> tuple[Sample | Unknown, datetime | None]:
-    """The reading if it is a sample inside its freshness window, else why not; and when the
-    passing of time changes that (``None``: never).
-
-    Only differences of datetimes are taken (``now - timestamp``, never ``timestamp + window``):
-    a timedelta spans any two datetimes, a datetime plus a timedelta may leave year 1..9999.
-    """
-    if isinstance(reading, Unknown):
-        return reading, None
-    age = now - reading.timestamp
-    if -age > MAX_CLOCK_SKEW:
-        ahead = -age
-        return (
-            Unknown("future", future_detail(reading.timestamp, ahead)),
-            now + min(ahead - MAX_CLOCK_SKEW, _LONGEST_VALIDITY),
-        )
-    if age < window:
-        return reading, now + min(window - age, _LONGEST_VALIDITY)
-    return Unknown("stale", f"measured at {reading.timestamp.isoformat()}"), None
+    terms: tuple[MetricTerm, ...] = ()
+    hot: float = 0.0
+    """The fresh hot value (0 when none)."""
+    strategy: Packed | Risked | None = None
+    """A strategy's inputs: the score then depends on the pod (:func:`pod_score`)."""
+    limits_error: str | None = None
+    placed: int = 0
+    """Pods bound to the node that estimation counted."""
 
 
 def node_score(weighted: float, total_weight: float, hot: float) -> int:
@@ -183,7 +152,15 @@ def node_score(weighted: float, total_weight: float, hot: float) -> int:
     return min(max(base - penalty, 0), MAX_NODE_SCORE)
 
 
-def overload_message(metric: str, value: float, node: str, limit: float) -> str:
+def overload_message(
+    metric: str, value: float, node: str, limit: float, estimated: float = 0.0
+) -> str:
+    """crane's message; with an estimate, the total and what it is made of."""
+    if estimated > 0:
+        return (
+            f"Load[{metric}]={value + estimated:.5f} of node[{node}] is above {limit:g} "
+            f"({value:.5f} measured + {estimated:.5f} estimated for pods bound since)"
+        )
     return f"Load[{metric}]={value:.5f} of node[{node}] is above {limit:g}"
 
 
@@ -196,40 +173,70 @@ def unknown_message(metric: str, node: str, unknown: Unknown) -> str:
     return f"Load[{metric}] of node[{node}] is {unknown.reason}{detail}; staleData is failClosed"
 
 
-def evaluate(load: NodeLoad, rules: LoadRules, now: datetime) -> Verdict:
-    """Filter and score one node at ``now``."""
+def evaluate(
+    load: NodeLoad, rules: LoadRules, now: datetime, placements: Sequence[Placement] = ()
+) -> Verdict:
+    """Filter and score one node at ``now``, with the pods recently bound to it."""
     unknown: dict[str, UnknownReason] = {}
     expiries: list[datetime] = []
+    terms: list[MetricTerm] = []
+    estimation = rules.estimation
+    placed = placements if estimation is not None else ()
 
-    def read(name: str, window: timedelta) -> Sample | Unknown:
-        value, changes_at = fresh_value(load.readings.get(name, Unknown("missing")), window, now)
+    def read(rule: MetricRule) -> tuple[Sample | Unknown, float]:
+        """The fresh sample (or why not) and what estimation adds to it."""
+        value, changes_at = fresh_value(
+            load.readings.get(rule.name, Unknown("missing")), rule.window, now
+        )
         if isinstance(value, Unknown):
-            unknown[name] = value.reason
+            unknown[rule.name] = value.reason
         if changes_at is not None:
             expiries.append(changes_at)
-        return value
+        added = 0.0
+        if placed and isinstance(value, Sample) and rule.resource and rule.coverage:
+            size = load.size.capacity(rule.resource)
+            if size and estimation is not None:
+                added = estimated_share(
+                    placed,
+                    resource=rule.resource,
+                    sample_at=value.timestamp,
+                    window=rule.coverage,
+                    size=size,
+                    policy=estimation,
+                )
+        return value, added
 
     overload: str | None = None
     reason: tuple[str, str] | None = None
     for rule in rules.predicates:
-        value = read(rule.name, rule.window)
-        if isinstance(value, Unknown):
-            if rules.fail_closed:
-                overload = unknown_message(rule.name, load.node, value)
-                reason = (rule.name, value.reason)
-                break
-            continue
-        # +Inf and huge values are above every limit; a limit of 0 is off
-        if rule.threshold and value.value > rule.threshold:
-            overload = overload_message(rule.name, value.value, load.node, rule.threshold)
-            reason = (rule.name, "overloaded")
-            break
+        value, added = read(rule)
+        limit = load.limits.get(rule.name, rule.threshold)
+        term = _term(rule, "predicate", value, added, limit)
+        if rule.name in load.limits:
+            term = _with(term, limit_from="node")
+        if overload is None:
+            if isinstance(value, Unknown):
+                if rules.fail_closed:
+                    overload = unknown_message(rule.name, load.node, value)
+                    reason = (rule.name, value.reason)
+                    term = _with(term, decided=True)
+            # +Inf and huge values are above every limit; a limit of 0 is off
+            elif limit and value.value + added > limit:
+                overload = overload_message(rule.name, value.value, load.node, limit, added)
+                reason = (rule.name, "overloaded")
+                term = _with(term, decided=True)
+        terms.append(term)
 
     weighted = 0.0  # crane: score += (1 - u) * w * 100, in order (never sum())
+    total = rules.total_weight
     for rule in rules.priorities:
-        value = read(rule.name, rule.window)
+        value, added = read(rule)
+        points = 0.0
         if isinstance(value, Sample):
-            weighted += (1.0 - value.value) * rule.threshold * MAX_NODE_SCORE
+            share = (1.0 - (value.value + added)) * rule.threshold * MAX_NODE_SCORE
+            weighted += share
+            points = share / total if total > 0 else 0.0
+        terms.append(_with(_term(rule, "priority", value, added, rule.threshold), points=points))
     hot_reading = load.readings.get(HOT_VALUE_KEY, Unknown("missing"))
     hot, changes_at = fresh_value(hot_reading, HOT_VALUE_ACTIVE_PERIOD, now)
     if changes_at is not None:
@@ -240,7 +247,14 @@ def evaluate(load: NodeLoad, rules: LoadRules, now: datetime) -> Verdict:
         if hot.value > rules.hot_limit:
             overload = hot_message(hot.value, load.node, rules.hot_limit)
             reason = (HOT_VALUE_KEY, "overloaded")
-    score = node_score(weighted, rules.total_weight, hot.value if isinstance(hot, Sample) else 0.0)
+    hot_now = hot.value if isinstance(hot, Sample) else 0.0
+    score = node_score(weighted, total, hot_now)
+    readings = {}
+    for rule in rules.strategy_metrics:
+        value, added = read(rule)
+        readings[rule.name] = (value, added)
+        terms.append(_term(rule, "strategy", value, added, 0.0))
+    strategy = strategy_inputs(load.size, rules, placements, readings)
     return Verdict(
         overload=overload,
         overload_metric=reason[0] if reason else None,
@@ -249,7 +263,24 @@ def evaluate(load: NodeLoad, rules: LoadRules, now: datetime) -> Verdict:
         extender_score=to_extender_score(score),
         unknown=tuple(unknown.items()),
         valid_until=min(expiries) if expiries else None,
+        terms=tuple(terms),
+        hot=hot_now,
+        strategy=strategy,
+        limits_error=load.limits_error,
+        placed=len(placed),
     )
+
+
+def _term(
+    rule: MetricRule, role: Role, value: Sample | Unknown, added: float, threshold: float
+) -> MetricTerm:
+    if isinstance(value, Sample):
+        return MetricTerm(rule.name, role, "fresh", value.value, value.timestamp, added, threshold)
+    return MetricTerm(rule.name, role, value.reason, None, None, 0.0, threshold)
+
+
+def _with(term: MetricTerm, **changes: object) -> MetricTerm:
+    return replace(term, **changes)  # type: ignore[arg-type]
 
 
 def to_extender_score(score: int) -> int:

@@ -32,6 +32,7 @@ class NodeSpec(msgspec.Struct, gc=False):
 
 class NodeStatus(msgspec.Struct, gc=False):
     allocatable: dict[str, str] | None = None
+    capacity: dict[str, str] | None = None
     addresses: msgspec.Raw = msgspec.Raw()
     """Kept raw: read by :meth:`Node.addresses`."""
 

@@ -22,6 +22,7 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 class Resources(msgspec.Struct, gc=False):
     requests: dict[str, str | int | float] | None = None
+    limits: dict[str, str | int | float] | None = None
 
 
 class Container(msgspec.Struct, gc=False):
@@ -90,6 +91,33 @@ class Pod(msgspec.Struct, gc=False):
     def request(self) -> ResourceList:
         """The effective request; ``ValueError`` names the container field that is malformed."""
         return pod_request(self.spec)
+
+    def scheduled_at(self) -> str | None:
+        """When the pod was bound: its ``PodScheduled`` condition's time, as written."""
+        for condition in self.status.conditions or ():
+            if condition.type == "PodScheduled" and condition.status == "True":
+                return condition.lastTransitionTime
+        return None
+
+    def container_resources(self) -> list[tuple[ResourceList, ResourceList]]:
+        """(requests, limits) of each regular container; ``ValueError`` names a malformed one."""
+        out = []
+        for i, container in enumerate(self.spec.containers or ()):
+            resources = container.resources
+            limits = resources.limits if resources else None
+            out.append(
+                (
+                    _requests(container, f"spec.containers[{i}].resources.requests"),
+                    parse_resources(limits, where=f"spec.containers[{i}].resources.limits")
+                    if limits
+                    else {},
+                )
+            )
+        return out
+
+    def overhead(self) -> ResourceList:
+        overhead = self.spec.overhead
+        return parse_resources(overhead, where="spec.overhead") if overhead else {}
 
 
 POD_DECODER = msgspec.json.Decoder(Pod)

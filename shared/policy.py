@@ -9,6 +9,7 @@ the file and the field, e.g. ``policy.yaml: spec.syncPolicy[1].period: must be >
 from __future__ import annotations
 
 import math
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -28,12 +29,35 @@ from pydantic import (
 
 from shared.durations import parse_duration
 from shared.errors import ConfigError, LoadschedError
+from shared.quantity import parse_quantity
 
 HOT_VALUE_KEY = "node_hot_value"
 EXTRA_ACTIVE_PERIOD = timedelta(minutes=5)
 """A metric value stays fresh for its sync period plus this (crane's ExtraActivePeriod)."""
 HOT_VALUE_ACTIVE_PERIOD = timedelta(minutes=5)
 """The hot value annotation stays fresh this long (crane's DefautlHotVauleActivePeriod)."""
+NODE_LIMITS_KEY = "loadsched.io/predicate-limits"
+"""A Node annotation overriding predicate limits for that node: a JSON object of metric name
+to fraction, e.g. ``{"cpu_usage_avg_5m": 0.8}`` (0 turns the predicate off on that node)."""
+
+Resource = Literal["cpu", "memory"]
+
+_CRANE_MAXIMA = re.compile(r"(?:cpu|mem)_usage_max_avg_1[hd]")
+"""crane's maxima over 1h and 1d of the 5-minute average: a pod that ran 5 minutes is in them."""
+_AVERAGE = re.compile(r"_avg_(\d{1,6})([smhd])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def default_window(name: str) -> timedelta | None:
+    """How long after a pod starts ``name``'s value fully shows it, from the name alone: 5m for
+    crane's ``*_usage_max_avg_1h``/``_1d``; ``<n><unit>`` for a name ending ``_avg_<n><unit>``
+    (``cpu_usage_avg_5m``: 5m); else unknown (``None``: the metric is not estimated)."""
+    if _CRANE_MAXIMA.fullmatch(name):
+        return timedelta(minutes=5)
+    match = _AVERAGE.search(name)
+    if match is None or "max_avg" in name or int(match.group(1)) == 0:
+        return None
+    return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
 
 
 def _go_duration(value: Any) -> timedelta:
@@ -60,6 +84,35 @@ class SyncPolicy(_Strict):
     """loadsched: a PromQL expression used instead of the recording rule named ``name``."""
     scale: float | None = None
     """loadsched: divide query results by this (default 100: recording rules give percent)."""
+    resource: Resource | None = None
+    """loadsched: the resource the metric measures, for estimation and scoring strategies;
+    default from the name's prefix (``cpu_`` or ``mem_``), else none."""
+    window: GoDuration | None = None
+    """loadsched: how long after a pod starts the metric's value fully shows it (an average's
+    window); default from the name (:func:`default_window`), else the value is not estimated."""
+
+    @field_validator("window")
+    @classmethod
+    def _positive_window(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("must be > 0")
+        return value
+
+    @property
+    def measures(self) -> Resource | None:
+        """:attr:`resource`, or the one the name's prefix says."""
+        if self.resource is not None:
+            return self.resource
+        if self.name.startswith("cpu_"):
+            return "cpu"
+        if self.name.startswith("mem_"):
+            return "memory"
+        return None
+
+    @property
+    def coverage(self) -> timedelta | None:
+        """:attr:`window`, or the one the name says."""
+        return self.window if self.window is not None else default_window(self.name)
 
     @field_validator("period")
     @classmethod
@@ -138,19 +191,117 @@ class HotValuePolicy(_Strict):
         return value
 
 
+def _quantity(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError("must be a quantity such as 250m, 1 or 200Mi")
+    try:
+        quantity = parse_quantity(value)
+    except ValueError as e:
+        raise ValueError(f"must be a quantity such as 250m, 1 or 200Mi, got {value!r}") from e
+    if quantity < 0:
+        raise ValueError("must not be negative")
+    return float(quantity)
+
+
+Quantity = Annotated[float, BeforeValidator(_quantity)]
+
+
+class ResourceFactors(_Strict):
+    """Per resource, the fraction of a pod's request assumed in use once it runs."""
+
+    cpu: float = Field(default=0.85, ge=0, le=4, allow_inf_nan=False)
+    memory: float = Field(default=0.70, ge=0, le=4, allow_inf_nan=False)
+
+
+class DefaultRequest(_Strict):
+    """The estimate for a pod that requests nothing of a resource (cores, bytes)."""
+
+    cpu: Quantity = 0.25
+    memory: Quantity = float(200 * 2**20)
+
+
 class EstimationPolicy(_Strict):
-    """loadsched: estimate the load of pods bound after a metric's sample (off by default)."""
+    """loadsched: add an estimate of each pod bound after a metric's sample to the node's value
+    until the metric's window covers it (Koordinator's defaults: 85 % of the CPU request, 70 %
+    of the memory request; 250m and 200Mi for a pod that requests nothing). Off by default."""
 
     enabled: bool = False
-    factor: float = 1.0
-    """Fraction of a pod's request assumed to be in use once it runs."""
+    factors: ResourceFactors = ResourceFactors()
+    default_request: DefaultRequest = Field(default=DefaultRequest(), alias="defaultRequest")
+    factor: float | None = Field(default=None, ge=0, le=4, allow_inf_nan=False)
+    """Earlier spelling: one factor for every resource (``factors`` wins where both are set)."""
 
-    @field_validator("factor")
-    @classmethod
-    def _factor_range(cls, value: float) -> float:
-        if not (math.isfinite(value) and 0 <= value <= 1):
-            raise ValueError("must be between 0 and 1")
-        return value
+    def factor_of(self, resource: Resource) -> float:
+        if self.factor is not None and resource not in self.factors.model_fields_set:
+            return self.factor
+        return float(getattr(self.factors, resource))
+
+    def default_of(self, resource: Resource) -> float:
+        return float(getattr(self.default_request, resource))
+
+
+class TargetLoadPacking(_Strict):
+    """Trimaran's TargetLoadPacking: pack nodes up to ``targetUtilization`` % CPU."""
+
+    target_utilization: float = Field(default=40, gt=0, lt=100, alias="targetUtilization")
+    metric: str = Field(default="cpu_usage_avg_5m", min_length=1)
+    """The CPU usage metric read (its average)."""
+    default_requests: Quantity = Field(default=1.0, alias="defaultRequests")
+    """Cores predicted for a container with neither a CPU limit nor a request (Trimaran: 1)."""
+    requests_multiplier: float = Field(
+        default=1.5, ge=0, le=100, allow_inf_nan=False, alias="requestsMultiplier"
+    )
+    """A container with a request and no limit is predicted at request × this (Trimaran: 1.5)."""
+
+
+class ResourceStatistics(_Strict):
+    """The average and standard deviation metrics of one resource."""
+
+    average: str = Field(min_length=1)
+    stddev: str = Field(min_length=1)
+
+
+class LoadVariationRiskBalancing(_Strict):
+    """Trimaran's LoadVariationRiskBalancing: balance ``(μ + margin·σ^(1/sensitivity)) / 2``."""
+
+    margin: float = Field(default=1, ge=0, le=100, allow_inf_nan=False)
+    sensitivity: float = Field(default=1, gt=0, le=100, allow_inf_nan=False)
+    cpu: ResourceStatistics | None = ResourceStatistics(
+        average="cpu_usage_avg_5m", stddev="cpu_usage_stddev_5m"
+    )
+    memory: ResourceStatistics | None = ResourceStatistics(
+        average="mem_usage_avg_5m", stddev="mem_usage_stddev_5m"
+    )
+
+
+class ScoringPolicy(_Strict):
+    """loadsched: a scoring strategy instead of crane's least-loaded score (at most one)."""
+
+    target_load_packing: TargetLoadPacking | None = Field(default=None, alias="targetLoadPacking")
+    load_variation_risk_balancing: LoadVariationRiskBalancing | None = Field(
+        default=None, alias="loadVariationRiskBalancing"
+    )
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> ScoringPolicy:
+        if self.target_load_packing is not None and self.load_variation_risk_balancing is not None:
+            raise ValueError("give targetLoadPacking or loadVariationRiskBalancing, not both")
+        return self
+
+    def metrics(self) -> list[tuple[str, str]]:
+        """(field path under spec.scoring, metric name) of every metric the strategy reads."""
+        named: list[tuple[str, str]] = []
+        if self.target_load_packing is not None:
+            named.append(("targetLoadPacking.metric", self.target_load_packing.metric))
+        risk = self.load_variation_risk_balancing
+        if risk is not None:
+            for resource in ("cpu", "memory"):
+                stats = getattr(risk, resource)
+                if stats is not None:
+                    path = f"loadVariationRiskBalancing.{resource}"
+                    named.append((f"{path}.average", stats.average))
+                    named.append((f"{path}.stddev", stats.stddev))
+        return named
 
 
 StaleData = Literal["failOpen", "failClosed"]
@@ -168,6 +319,7 @@ class PolicySpec(_Strict):
     time with a literal ``Z`` (``Asia/Shanghai`` by default); set that zone to share a
     cluster with crane."""
     estimation: EstimationPolicy = EstimationPolicy()
+    scoring: ScoringPolicy = ScoringPolicy()
     hot_value_limit: int = Field(default=0, alias="hotValueLimit", ge=0)
     """loadsched: filter refuses a node whose fresh hot value is above this (pods were just
     bound there and its metrics do not show them yet); 0 is off, crane's behaviour."""
@@ -188,13 +340,21 @@ class PolicySpec(_Strict):
             if sync.name in seen:
                 raise _FieldError(f"spec.syncPolicy[{i}].name", f"duplicate metric {sync.name!r}")
             seen.add(sync.name)
-        named = [("predicate", i, p.name) for i, p in enumerate(self.predicate)]
-        named += [("priority", i, p.name) for i, p in enumerate(self.priority)]
-        for section, i, name in named:
+        named = [(f"spec.predicate[{i}].name", p.name) for i, p in enumerate(self.predicate)]
+        named += [(f"spec.priority[{i}].name", p.name) for i, p in enumerate(self.priority)]
+        named += [(f"spec.scoring.{path}", name) for path, name in self.scoring.metrics()]
+        for path, name in named:
             if name not in seen:
                 raise _FieldError(
-                    f"spec.{section}[{i}].name",
-                    f"metric {name!r} has no syncPolicy entry (its freshness is unknown)",
+                    path, f"metric {name!r} has no syncPolicy entry (its freshness is unknown)"
+                )
+        tlp = self.scoring.target_load_packing
+        if tlp is not None:
+            sync = next(s for s in self.sync_policy if s.name == tlp.metric)
+            if sync.measures != "cpu":
+                raise _FieldError(
+                    "spec.scoring.targetLoadPacking.metric",
+                    f"metric {tlp.metric!r} must measure cpu (set its syncPolicy resource: cpu)",
                 )
         return self
 

@@ -14,10 +14,13 @@ from datetime import datetime
 
 import msgspec
 
+from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.wire import NODE_DECODER, HostPriority, Node
 from shared.annotations import Sample
+from shared.estimation import NodeSize, Placement
 from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate, future_detail
 from shared.node_fit import FitNode
+from shared.policy import NODE_LIMITS_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -34,12 +37,19 @@ class FutureTimestampWarnings:
     def note(self, load: NodeLoad, verdict: Verdict, now: datetime) -> None:
         if load.node in self._warned:
             return
+        if verdict.limits_error is not None:
+            self._remember(load.node)
+            logger.warning(
+                "node/%s: predicate limits annotation ignored, the policy's apply: %s "
+                "(logged once per node)",
+                load.node,
+                verdict.limits_error,
+            )
+            return
         future = [metric for metric, reason in verdict.unknown if reason == "future"]
         if not future:
             return
-        if len(self._warned) >= self._max:
-            self._warned.clear()
-        self._warned.add(load.node)
+        self._remember(load.node)
         first = load.readings.get(future[0])
         detail = (
             future_detail(first.timestamp, first.timestamp - now)
@@ -53,16 +63,21 @@ class FutureTimestampWarnings:
             detail,
         )
 
+    def _remember(self, node: str) -> None:
+        if len(self._warned) >= self._max:
+            self._warned.clear()
+        self._warned.add(node)
+
 
 class CachedLoad:
     """One node's decoded load and its last verdict."""
 
-    __slots__ = ("_computed_at", "_verdict", "_warnings", "fingerprint", "load")
+    __slots__ = ("_computed_at", "_placements", "_verdict", "_warnings", "fingerprint", "load")
 
     def __init__(
         self,
         load: NodeLoad,
-        fingerprint: tuple[str | None, ...],
+        fingerprint: Fingerprint,
         warnings: FutureTimestampWarnings | None = None,
     ) -> None:
         self.load = load
@@ -70,9 +85,13 @@ class CachedLoad:
         self._warnings = warnings
         self._verdict: Verdict | None = None
         self._computed_at: datetime | None = None
+        self._placements: tuple[Placement, ...] = ()
 
-    def verdict(self, rules: LoadRules, now: datetime) -> Verdict:
-        """The verdict at ``now``; recomputed only when a fresh value used has expired since."""
+    def verdict(
+        self, rules: LoadRules, now: datetime, placements: tuple[Placement, ...] = ()
+    ) -> Verdict:
+        """The verdict at ``now``; recomputed only when a fresh value used has expired since,
+        or the node's recent pods (``placements``, a new tuple on every change) changed."""
         verdict = self._verdict
         computed_at = self._computed_at
         if (
@@ -80,34 +99,51 @@ class CachedLoad:
             or computed_at is None
             or now < computed_at
             or (verdict.valid_until is not None and now >= verdict.valid_until)
+            or placements is not self._placements
         ):
-            verdict = self._verdict = evaluate(self.load, rules, now)
+            verdict = self._verdict = evaluate(self.load, rules, now, placements)
             self._computed_at = now
-            if verdict.unknown and self._warnings is not None:
+            self._placements = placements
+            if (verdict.unknown or verdict.limits_error) and self._warnings is not None:
                 self._warnings.note(self.load, verdict, now)
         return verdict
 
 
-def fingerprint(annotations: Mapping[str, str] | None, rules: LoadRules) -> tuple[str | None, ...]:
-    """The annotation values the rules read, in order: equal fingerprints, equal loads."""
-    if not annotations:
-        return (None,) * len(rules.keys)
-    return tuple(map(annotations.get, rules.keys))
+Fingerprint = tuple[object, ...]
+
+
+def fingerprint(node: Node, rules: LoadRules) -> Fingerprint:
+    """What the rules read of a node, in order: its annotations (the metrics, the hot value, its
+    own limits) and, when estimation or a strategy reads them, its capacity and allocatable.
+    Equal fingerprints, equal loads."""
+    annotations = node.metadata.annotations
+    if annotations:
+        values: Fingerprint = (*map(annotations.get, rules.keys), annotations.get(NODE_LIMITS_KEY))
+    else:
+        values = (None,) * (len(rules.keys) + 1)
+    if rules.reads_size:
+        status = node.status
+        sizes = (status.capacity or {}, status.allocatable or {})
+        values += tuple(s.get(r) for s in sizes for r in ("cpu", "memory"))
+    return values
 
 
 def cached_load(
-    name: str,
-    annotations: Mapping[str, str] | None,
+    node: Node,
     rules: LoadRules,
     previous: CachedLoad | None,
     warnings: FutureTimestampWarnings | None = None,
 ) -> CachedLoad:
-    """``previous`` if the node's relevant annotations are unchanged, else a freshly decoded one
-    (whose verdicts report timestamps ahead of now to ``warnings``)."""
-    key = fingerprint(annotations, rules)
+    """``previous`` if what the rules read of the node is unchanged, else a freshly decoded one
+    (whose verdicts report timestamps ahead of now and ignored limits to ``warnings``)."""
+    key = fingerprint(node, rules)
     if previous is not None and previous.fingerprint == key:
         return previous
-    return CachedLoad(NodeLoad.from_annotations(name, annotations, rules), key, warnings)
+    size = None
+    if rules.reads_size:
+        size = NodeSize.from_status(node.status.capacity, node.status.allocatable)
+    load = NodeLoad.from_annotations(node.metadata.name, node.metadata.annotations, rules, size)
+    return CachedLoad(load, key, warnings)
 
 
 class NodeView:
@@ -168,9 +204,15 @@ class NodeLoadCache:
         self.fit_nodes: dict[str, FitNode] = {}
         """Each node as node fit reads it: allocatable, labels, taints, cordoned."""
         self.future_warnings = FutureTimestampWarnings()
+        self.placements: PlacementIndex | None = None
+        """Pods recently bound, when the rules read them (set before the watches start)."""
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+    def touch(self, name: str) -> None:
+        """The node's pods changed: evaluate it again at the next request."""
+        self._dirty.add(name)
 
     def allocatable_of(self, name: str) -> Mapping[str, str] | None:
         return self.allocatable.get(name)
@@ -182,11 +224,7 @@ class NodeLoadCache:
         old = self._nodes
         self._nodes = {
             node.metadata.name: cached_load(
-                node.metadata.name,
-                node.metadata.annotations,
-                self._rules,
-                old.get(node.metadata.name),
-                self.future_warnings,
+                node, self._rules, old.get(node.metadata.name), self.future_warnings
             )
             for node in items
         }
@@ -204,9 +242,7 @@ class NodeLoadCache:
             self.allocatable[name] = item.status.allocatable or {}
             self.fit_nodes[name] = item.fit()
             previous = self._nodes.get(name)
-            entry = cached_load(
-                name, item.metadata.annotations, self._rules, previous, self.future_warnings
-            )
+            entry = cached_load(item, self._rules, previous, self.future_warnings)
             if entry is previous:
                 return
             self._nodes[name] = entry
@@ -218,18 +254,21 @@ class NodeLoadCache:
         if self._as_of is not None and now < self._as_of:
             self._dirty = set(self._nodes) | set(view.verdicts)  # the clock went back
         self._as_of = now
+        if self.placements is not None:
+            self.placements.prune(now)
         expiries = self._expiries
         while expiries and expiries[0][0] <= now:
             _, name = heapq.heappop(expiries)
             self._dirty.add(name)
         if self._dirty:
-            rules, nodes = self._rules, self._nodes
+            rules, nodes, placements = self._rules, self._nodes, self.placements
             for name in self._dirty:
                 entry = nodes.get(name)
                 if entry is None:
                     view.drop(name)
                     continue
-                verdict = entry.verdict(rules, now)
+                placed = placements.of(name) if placements is not None else ()
+                verdict = entry.verdict(rules, now, placed)
                 view.put(name, verdict)
                 if verdict.valid_until is not None:
                     heapq.heappush(expiries, (verdict.valid_until, name))
@@ -253,9 +292,7 @@ class RequestMemo:
     def load(self, node: Node) -> CachedLoad:
         name = node.metadata.name
         previous = self._nodes.get(name)
-        entry = cached_load(
-            name, node.metadata.annotations, self._rules, previous, self.future_warnings
-        )
+        entry = cached_load(node, self._rules, previous, self.future_warnings)
         if len(self._nodes) >= self._max and name not in self._nodes:
             self._nodes.clear()
         self._nodes[name] = entry

@@ -32,7 +32,8 @@ from extender.scheduling.wire import (
     encode_filter_result,
 )
 from shared.errors import LoadschedError
-from shared.load_model import LoadRules, Verdict
+from shared.load_model import LoadRules, Verdict, to_extender_score
+from shared.strategies import PodDemand, demand_of, pod_score
 
 logger = logging.getLogger(__name__)
 
@@ -112,18 +113,21 @@ class LoadAwareExtender:
         self._quota = quota
         self._memo = RequestMemo(rules)
         self._filtered = AnswerMemo[tuple[bool, frozenset[str]], _Filtered]()
-        self._scored = AnswerMemo[frozenset[str], msgspec.Raw]()
+        self._scored = AnswerMemo[tuple[frozenset[str], PodDemand | None], msgspec.Raw]()
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
         """Full-node mode: (name, verdict, raw item) per node, in request order."""
         rows: FullNodes = []
         rules, memo = self._rules, self._memo
+        placements = self._cache.placements if self._cache is not None else None
         for index, raw in enumerate((args.Nodes.items if args.Nodes else None) or ()):
             try:
                 node = decode_node(raw)
             except msgspec.DecodeError as e:
                 raise InvalidNode(index, e) from e
-            rows.append((node.metadata.name, memo.load(node).verdict(rules, now), raw))
+            name = node.metadata.name
+            placed = placements.of(name) if placements is not None else ()
+            rows.append((name, memo.load(node).verdict(rules, now, placed), raw))
         return rows
 
     def _view(self, now: datetime) -> NodeView:
@@ -223,25 +227,40 @@ class LoadAwareExtender:
         )
 
     def prioritize(self, pod: PodInfo, args: ExtenderArgs) -> list[HostPriority] | msgspec.Raw:
-        """0..10 per node; a node the cache lacks scores 0, like one with no metrics."""
+        """0..10 per node; a node the cache lacks scores 0, like one with no metrics. With a
+        Trimaran strategy the score depends on what the pod brings (:func:`pod_score`)."""
         now = self._clock()
+        rules = self._rules
+        demand = demand_of(pod, rules) if rules.strategy_metrics else None
         if args.NodeNames is None:
             return [
-                HostPriority(name, verdict.extender_score)
+                HostPriority(name, self._score(verdict, demand))
                 for name, verdict, _ in self._full_nodes(args, now)
             ]
         names = args.NodeNames
         view = self._view(now)
-        get = view.scores.get
-        if logger.isEnabledFor(logging.DEBUG):
-            shown = {n: (get(n) or HostPriority(n, 0)).Score for n in names[:20]}
-            logger.debug("pod/%s: scores %s", pod.key, shown)
-        key = frozenset(names)
+        key = (frozenset(names), demand)
         found = self._scored.get(view.version, key)
         if found is None:
-            found = msgspec.Raw(ENCODER.encode([get(n) or HostPriority(n, 0) for n in names]))
+            if demand is None:
+                get = view.scores.get
+                scores = [get(n) or HostPriority(n, 0) for n in names]
+            else:
+                verdicts = view.verdicts.get
+                scores = [HostPriority(n, self._score(verdicts(n), demand)) for n in names]
+            found = msgspec.Raw(ENCODER.encode(scores))
             self._scored.put(key, found)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("pod/%s: scores %s", pod.key, bytes(found)[:400].decode(errors="replace"))
         return found
+
+    def _score(self, verdict: Verdict | None, demand: PodDemand | None) -> int:
+        if verdict is None:
+            return 0
+        if demand is None:
+            return verdict.extender_score
+        score = pod_score(verdict.strategy, verdict.score, verdict.hot, self._rules, demand)
+        return to_extender_score(score)
 
     def preempt(self, args: PreemptionArgs) -> PreemptionResult:
         """Load has no say in preemption; elastic quotas replace the scheduler's victims with

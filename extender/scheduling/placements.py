@@ -1,0 +1,141 @@
+"""Pods recently bound to each node, from the extender's pod watch: what estimation and
+TargetLoadPacking add to a node's measured values.
+
+A pod is kept from its binding for the policy's retention (beyond it, no sample the rules
+still trust can miss the pod), and dropped once it is deleted or finished. Every change to a
+node's pods is reported (``on_change``), so that node's verdict is computed again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from shared.annotations import parse_timestamp
+from shared.estimation import Placement
+from shared.pods import Pod
+from shared.rules import LoadRules
+from shared.strategies import placement_of
+
+logger = logging.getLogger(__name__)
+
+PRUNE_EVERY = timedelta(seconds=30)
+
+
+class PlacementIndex:
+    """A :class:`shared.kube.watching.Store` of pods, keeping the recently bound ones by node."""
+
+    def __init__(
+        self,
+        rules: LoadRules,
+        *,
+        clock: Callable[[], datetime],
+        on_change: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self._rules = rules
+        self._clock = clock
+        self._on_change = on_change
+        self._by_node: dict[str, dict[str, Placement]] = {}
+        self._node_of: dict[str, str] = {}
+        self._frozen: dict[str, tuple[Placement, ...]] = {}
+        self._pruned_at: datetime | None = None
+
+    def __len__(self) -> int:
+        return len(self._node_of)
+
+    def of(self, node: str) -> tuple[Placement, ...]:
+        """The pods bound to ``node`` within the retention, oldest first."""
+        frozen = self._frozen.get(node)
+        if frozen is None:
+            pods = self._by_node.get(node)
+            if not pods:
+                return ()
+            frozen = self._frozen[node] = tuple(sorted(pods.values(), key=_bound_at))
+        return frozen
+
+    def replace(self, items: Sequence[Pod]) -> None:
+        before = set(self._by_node)
+        self._by_node, self._node_of, self._frozen = {}, {}, {}
+        now = self._clock()
+        for pod in items:
+            if _running_on(pod):
+                bound_at = _listed_binding(pod, now)
+                if bound_at is not None:
+                    self._add(pod, bound_at, now)
+        for node in before | set(self._by_node):
+            self._on_change(node)
+
+    def apply(self, event: str, item: Pod) -> None:
+        uid = item.metadata.uid
+        if event == "DELETED" or not _running_on(item):
+            self._remove(uid)
+            return
+        if uid in self._node_of:
+            return
+        now = self._clock()
+        self._add(item, _binding(item, now), now)
+
+    def prune(self, now: datetime) -> None:
+        """Forget pods bound longer ago than the retention (no verdict can change); at most
+        once every :data:`PRUNE_EVERY`."""
+        if self._pruned_at is not None and timedelta(0) <= now - self._pruned_at < PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        since = now - self._rules.retention
+        for node, pods in list(self._by_node.items()):
+            old = [uid for uid, p in pods.items() if p.bound_at <= since]
+            for uid in old:
+                del pods[uid]
+                del self._node_of[uid]
+            if old:
+                self._frozen.pop(node, None)
+            if not pods:
+                del self._by_node[node]
+
+    def _add(self, pod: Pod, bound_at: datetime, now: datetime) -> None:
+        if bound_at <= now - self._rules.retention:
+            return
+        node, uid = pod.spec.nodeName, pod.metadata.uid
+        self._by_node.setdefault(node, {})[uid] = placement_of(pod, bound_at, self._rules)
+        self._node_of[uid] = node
+        self._frozen.pop(node, None)
+        self._on_change(node)
+
+    def _remove(self, uid: str) -> None:
+        node = self._node_of.pop(uid, None)
+        if node is None:
+            return
+        pods = self._by_node.get(node, {})
+        pods.pop(uid, None)
+        if not pods:
+            self._by_node.pop(node, None)
+        self._frozen.pop(node, None)
+        self._on_change(node)
+
+
+def _bound_at(placement: Placement) -> datetime:
+    return placement.bound_at
+
+
+def _running_on(pod: Pod) -> bool:
+    return bool(pod.spec.nodeName) and not pod.is_terminal
+
+
+def _condition_time(pod: Pod) -> datetime | None:
+    stamp = pod.scheduled_at()
+    return parse_timestamp(stamp) if stamp else None
+
+
+def _binding(pod: Pod, now: datetime) -> datetime:
+    """When a pod seen bound on a watch event was bound: its condition's time (whole seconds)
+    when that is not ahead of now, else now."""
+    at = _condition_time(pod)
+    return at if at is not None and at <= now else now
+
+
+def _listed_binding(pod: Pod, now: datetime) -> datetime | None:
+    """When a listed pod was bound, if it says (a pod bound before the list with no time is
+    taken as bound long ago: it is in the samples by now, or soon)."""
+    at = _condition_time(pod)
+    return min(at, now) if at is not None else None

@@ -1,0 +1,156 @@
+"""Estimation of pods a metric's value does not show yet. Pure; no I/O, no clock.
+
+A metric's value is an average over a window ending at its sample time. A pod bound after the
+sample is not in it at all; a pod bound ``t`` before it is in it for ``t / window`` of the
+window. Until the window covers the pod, the load model adds the part it misses:
+
+    added = Σ pods  estimate(pod, resource) / node size(resource) × (1 - covered(pod))
+    covered(pod) = clamp((sample time - bound at) / window, 0, 1)
+
+``estimate`` is the pod's request × the policy's factor for the resource (Koordinator's
+defaults: 85 % CPU, 70 % memory), or the policy's default for a resource it requests nothing of.
+Nothing here depends on the time of reading: the value changes only when the node's sample or
+its pods change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from fractions import Fraction
+
+from shared.policy import EstimationPolicy, Resource, TargetLoadPacking
+from shared.quantity import parse_quantity
+
+CPU_MILLIS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A pod bound to a node, as estimation reads it."""
+
+    uid: str
+    bound_at: datetime
+    cpu: float
+    """Cores requested (the effective request; 0 when none)."""
+    memory: float
+    """Bytes requested (0 when none)."""
+    predicted_cpu: float = 0.0
+    """Cores Trimaran's TargetLoadPacking predicts the pod uses (limit, else request ×
+    multiplier, else its default, per container), when that strategy is configured."""
+
+    def requested(self, resource: Resource) -> float:
+        return self.cpu if resource == "cpu" else self.memory
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSize:
+    """What a node has of CPU (cores) and memory (bytes): its capacity, which usage metrics
+    are fractions of, and its allocatable, which requests are counted against."""
+
+    capacity_cpu: float | None = None
+    capacity_memory: float | None = None
+    allocatable_cpu: float | None = None
+    allocatable_memory: float | None = None
+
+    def capacity(self, resource: Resource) -> float | None:
+        """Capacity, else allocatable (a node object may carry only one)."""
+        if resource == "cpu":
+            return self.capacity_cpu or self.allocatable_cpu
+        return self.capacity_memory or self.allocatable_memory
+
+    def allocatable(self, resource: Resource) -> float | None:
+        if resource == "cpu":
+            return self.allocatable_cpu or self.capacity_cpu
+        return self.allocatable_memory or self.capacity_memory
+
+    @classmethod
+    def from_status(
+        cls,
+        capacity: Mapping[str, str | int | float] | None,
+        allocatable: Mapping[str, str | int | float] | None,
+    ) -> NodeSize:
+        """From ``status.capacity`` and ``status.allocatable``; a malformed, zero or missing
+        quantity is unknown (``None``)."""
+        return cls(
+            capacity_cpu=_size(capacity, "cpu"),
+            capacity_memory=_size(capacity, "memory"),
+            allocatable_cpu=_size(allocatable, "cpu"),
+            allocatable_memory=_size(allocatable, "memory"),
+        )
+
+
+def _size(resources: Mapping[str, str | int | float] | None, name: str) -> float | None:
+    if not resources or name not in resources:
+        return None
+    try:
+        value = parse_quantity(resources[name])
+    except ValueError:
+        return None
+    return float(value) if value > 0 else None
+
+
+def pod_estimate(placement: Placement, resource: Resource, policy: EstimationPolicy) -> float:
+    """What the pod is assumed to use of ``resource`` once it runs (cores or bytes)."""
+    requested = placement.requested(resource)
+    if requested > 0:
+        return requested * policy.factor_of(resource)
+    return policy.default_of(resource)
+
+
+def uncovered(bound_at: datetime, sample_at: datetime, window: timedelta) -> float:
+    """The part of ``window`` before ``sample_at`` during which the pod was not yet bound:
+    1 for a pod bound at or after the sample, 0 once the window covers it."""
+    before = (sample_at - bound_at).total_seconds()
+    if before <= 0:
+        return 1.0
+    span = window.total_seconds()
+    return max(0.0, 1.0 - before / span) if span > 0 else 0.0
+
+
+def estimated_share(
+    placements: Iterable[Placement],
+    *,
+    resource: Resource,
+    sample_at: datetime,
+    window: timedelta,
+    size: float,
+    policy: EstimationPolicy,
+) -> float:
+    """The fraction of the node (``size``: cores or bytes) the sample misses of its pods."""
+    if not size > 0:
+        return 0.0
+    added = 0.0
+    for placement in placements:
+        part = uncovered(placement.bound_at, sample_at, window)
+        if part > 0:
+            added += pod_estimate(placement, resource, policy) * part
+    return added / size
+
+
+def predicted_cpu(
+    containers: Iterable[tuple[Mapping[str, Fraction], Mapping[str, Fraction]]],
+    overhead: Mapping[str, Fraction],
+    settings: TargetLoadPacking,
+) -> float:
+    """Trimaran's prediction of a pod's CPU use, in cores, from each container's (requests,
+    limits): the limit where one is set, else the request × ``requestsMultiplier``, else
+    ``defaultRequests``; plus the pod's overhead. Trimaran rounds each container to whole
+    millicores; so does this."""
+    millis = 0
+    for requests, limits in containers:
+        if "cpu" in limits:
+            millis += _millis(limits["cpu"])
+        elif "cpu" in requests:
+            millis += round(_millis(requests["cpu"]) * settings.requests_multiplier)
+        else:
+            millis += round(settings.default_requests * CPU_MILLIS)
+    millis += _millis(overhead.get("cpu", Fraction(0)))
+    return millis / CPU_MILLIS
+
+
+def _millis(cores: Fraction) -> int:
+    """Kubernetes' MilliValue: millicores rounded up."""
+    scaled = cores * CPU_MILLIS
+    return -(-scaled.numerator // scaled.denominator)

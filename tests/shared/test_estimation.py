@@ -1,0 +1,269 @@
+"""Estimation of just-placed pods: what a sample misses of the pods bound to its node, the
+policy's fields, per-node limits, and Trimaran's prediction of a pod's CPU."""
+
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from shared.annotations import encode_metric
+from shared.errors import ConfigError
+from shared.estimation import NodeSize, Placement, estimated_share, predicted_cpu, uncovered
+from shared.load_model import LoadRules, NodeLoad, evaluate
+from shared.policy import EstimationPolicy, TargetLoadPacking, parse_policy
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+MIN = timedelta(minutes=1)
+GiB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("bound_before_sample", "window", "part"),
+    [
+        (timedelta(seconds=-30), 5 * MIN, 1.0),  # bound after the sample: missing entirely
+        (timedelta(0), 5 * MIN, 1.0),
+        (1 * MIN, 5 * MIN, 0.8),  # in the 5-minute average for 1 of its 5 minutes
+        (4 * MIN, 5 * MIN, 0.2),
+        (5 * MIN, 5 * MIN, 0.0),  # the window covers it
+        (10 * MIN, 5 * MIN, 0.0),
+        (30 * 1 / 60 * MIN, 1 * MIN, 0.5),
+    ],
+)
+def test_uncovered(bound_before_sample: timedelta, window: timedelta, part: float) -> None:
+    assert uncovered(NOW - bound_before_sample, NOW, window) == pytest.approx(part)
+
+
+def pod(bound_at: datetime, cpu: float = 0.0, memory: float = 0.0) -> Placement:
+    return Placement(uid=str(bound_at), bound_at=bound_at, cpu=cpu, memory=memory)
+
+
+def test_estimated_share_worked_example() -> None:
+    """An 8-core node sampled at NOW; defaults 85 % CPU; three pods of 2 cores each: one
+    bound after the sample (1.7 cores), one 1 minute before (1.7 × 0.8), one 6 minutes before
+    (covered): (1.7 + 1.36) / 8 = 0.3825."""
+    pods = [pod(NOW + MIN, cpu=2), pod(NOW - MIN, cpu=2), pod(NOW - 6 * MIN, cpu=2)]
+    share = estimated_share(
+        pods, resource="cpu", sample_at=NOW, window=5 * MIN, size=8, policy=EstimationPolicy()
+    )
+    assert share == pytest.approx(0.3825)
+
+
+def test_a_pod_that_requests_nothing_is_estimated_at_the_default() -> None:
+    policy = EstimationPolicy.model_validate({"defaultRequest": {"memory": "1Gi"}})
+    share = estimated_share(
+        [pod(NOW + MIN)],
+        resource="memory",
+        sample_at=NOW,
+        window=5 * MIN,
+        size=4 * GiB,
+        policy=policy,
+    )
+    assert share == pytest.approx(0.25)
+    cpu = estimated_share(
+        [pod(NOW + MIN)], resource="cpu", sample_at=NOW, window=5 * MIN, size=1, policy=policy
+    )
+    assert cpu == pytest.approx(0.25)  # 250m by default
+
+
+def test_zero_size_adds_nothing() -> None:
+    share = estimated_share(
+        [pod(NOW, cpu=1)],
+        resource="cpu",
+        sample_at=NOW,
+        window=MIN,
+        size=0,
+        policy=EstimationPolicy(),
+    )
+    assert share == 0
+
+
+def test_node_size_reads_capacity_then_allocatable() -> None:
+    size = NodeSize.from_status({"cpu": "8", "memory": "32Gi"}, {"cpu": "7500m"})
+    assert size.capacity("cpu") == 8 and size.allocatable("cpu") == 7.5
+    assert size.allocatable("memory") == 32 * GiB  # no allocatable memory: capacity
+    broken = NodeSize.from_status({"cpu": "lots", "memory": "0"}, None)
+    assert broken.capacity("cpu") is None and broken.capacity("memory") is None
+
+
+@pytest.mark.parametrize(
+    ("containers", "millicores"),
+    [
+        ([({"cpu": Fraction(1, 2)}, {"cpu": Fraction(2)})], 2000),  # the limit wins
+        ([({"cpu": Fraction(1, 2)}, {})], 750),  # request × 1.5
+        ([({}, {})], 1000),  # neither: the default, 1 core
+        ([({"memory": Fraction(GiB)}, {"memory": Fraction(GiB)})], 1000),  # no CPU at all
+        ([({"cpu": Fraction(1, 3)}, {})], 501),  # MilliValue rounds 333.3m up: 334 × 1.5 = 501
+    ],
+)
+def test_trimaran_predicted_cpu(containers: Any, millicores: int) -> None:
+    assert predicted_cpu(containers, {}, TargetLoadPacking()) == pytest.approx(millicores / 1000)
+
+
+def test_trimaran_predicted_cpu_adds_overhead_and_sums_containers() -> None:
+    containers = [({"cpu": Fraction(1)}, {}), ({}, {"cpu": Fraction(1, 4)})]
+    assert predicted_cpu(containers, {"cpu": Fraction(1, 10)}, TargetLoadPacking()) == (
+        pytest.approx(1.5 + 0.25 + 0.1)
+    )
+
+
+def policy(**spec: Any) -> LoadRules:
+    base: dict[str, Any] = {
+        "syncPolicy": [
+            {"name": "cpu_usage_avg_5m", "period": "3m"},
+            {"name": "mem_usage_avg_5m", "period": "3m"},
+        ],
+        "predicate": [
+            {"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65},
+            {"name": "mem_usage_avg_5m", "maxLimitPecent": 0.65},
+        ],
+        "priority": [{"name": "cpu_usage_avg_5m", "weight": 1}],
+    }
+    base.update(spec)
+    return LoadRules.from_policy(parse_policy({"spec": base}))
+
+
+SIZE = NodeSize(capacity_cpu=8, capacity_memory=32 * GiB)
+
+
+def node(cpu: float, mem: float = 0.1, **extra: str) -> dict[str, str]:
+    return {
+        "cpu_usage_avg_5m": encode_metric(cpu, NOW),
+        "mem_usage_avg_5m": encode_metric(mem, NOW),
+        **extra,
+    }
+
+
+def test_estimation_rejects_a_node_its_sample_shows_below_the_limit() -> None:
+    """0.50 measured + 2 pods of 1 core bound since: 2 × 0.85 / 8 = 0.2125 → 0.7125 > 0.65."""
+    rules = policy(estimation={"enabled": True})
+    load = NodeLoad.from_annotations("n1", node(0.5), rules, SIZE)
+    placed = [pod(NOW + MIN, cpu=1), pod(NOW + 2 * MIN, cpu=1)]
+    verdict = evaluate(load, rules, NOW + 3 * MIN, placed)
+    assert verdict.overload == (
+        "Load[cpu_usage_avg_5m]=0.71250 of node[n1] is above 0.65 "
+        "(0.50000 measured + 0.21250 estimated for pods bound since)"
+    )
+    assert verdict.placed == 2
+    cpu = verdict.terms[0]
+    assert (cpu.measured, cpu.estimated, cpu.decided) == (0.5, pytest.approx(0.2125), True)
+    # score: (1 - 0.7125) × 100 = 28
+    assert verdict.score == 28
+
+
+def test_estimation_off_ignores_placements() -> None:
+    rules = policy()
+    load = NodeLoad.from_annotations("n1", node(0.5), rules, SIZE)
+    verdict = evaluate(load, rules, NOW, [pod(NOW + MIN, cpu=4)])
+    assert verdict.overload is None and verdict.score == 50 and verdict.placed == 0
+
+
+def test_estimation_needs_the_node_size() -> None:
+    rules = policy(estimation={"enabled": True})
+    load = NodeLoad.from_annotations("n1", node(0.5), rules)  # size unknown
+    assert evaluate(load, rules, NOW, [pod(NOW + MIN, cpu=4)]).overload is None
+
+
+def test_a_stale_value_is_not_estimated() -> None:
+    rules = policy(estimation={"enabled": True})
+    load = NodeLoad.from_annotations("n1", node(0.5), rules, SIZE)
+    later = NOW + 9 * MIN  # 3m period + 5m: stale; fail-open skips it
+    assert evaluate(load, rules, later, [pod(later, cpu=8)]).overload is None
+
+
+@pytest.mark.parametrize(
+    ("limits", "overloaded", "error"),
+    [
+        ('{"cpu_usage_avg_5m": 0.8}', False, None),  # this node may run hotter
+        ('{"cpu_usage_avg_5m": 0.5}', True, None),
+        ('{"cpu_usage_avg_5m": 0}', False, None),  # 0: off on this node
+        ('{"cpu_usage_avg_1h": 0.8}', True, "is not a predicate metric"),
+        ('{"cpu_usage_avg_5m": 1.5}', True, "must be a fraction between 0 and 1"),
+        ('{"cpu_usage_avg_5m": "0.8"}', True, "must be a fraction between 0 and 1"),
+        ('{"cpu_usage_avg_5m": true}', True, "must be a fraction between 0 and 1"),
+        ("[0.8]", True, "must be a JSON object"),
+        ("0.8,", True, "not JSON"),
+        ('{"cpu_usage_avg_5m": NaN}', True, "must be a fraction between 0 and 1"),
+    ],
+)
+def test_per_node_limits(limits: str, overloaded: bool, error: str | None) -> None:
+    rules = policy()
+    annotations = node(0.7, **{"loadsched.io/predicate-limits": limits})
+    verdict = evaluate(NodeLoad.from_annotations("n1", annotations, rules), rules, NOW)
+    assert (verdict.overload is not None) == overloaded
+    if error is None:
+        assert verdict.limits_error is None
+        assert verdict.terms[0].limit_from == "node"
+    else:
+        assert verdict.limits_error is not None and error in verdict.limits_error
+        assert verdict.terms[0].limit_from == "policy"  # ignored as a whole
+
+
+@pytest.mark.parametrize(
+    ("spec", "path", "message"),
+    [
+        ({"estimation": {"factors": {"cpu": 5}}}, "spec.estimation.factors.cpu", "less than"),
+        ({"estimation": {"factors": {"gpu": 1}}}, "spec.estimation.factors.gpu", "unknown field"),
+        (
+            {"estimation": {"defaultRequest": {"memory": "lots"}}},
+            "spec.estimation.defaultRequest.memory",
+            "quantity",
+        ),
+        (
+            {"scoring": {"targetLoadPacking": {"targetUtilization": 100}}},
+            "spec.scoring.targetLoadPacking.targetUtilization",
+            "less than 100",
+        ),
+        (
+            {"scoring": {"targetLoadPacking": {"metric": "cpu_usage_avg_1h"}}},
+            "spec.scoring.targetLoadPacking.metric",
+            "no syncPolicy entry",
+        ),
+        (
+            {"scoring": {"targetLoadPacking": {"metric": "mem_usage_avg_5m"}}},
+            "spec.scoring.targetLoadPacking.metric",
+            "must measure cpu",
+        ),
+        (
+            {"scoring": {"loadVariationRiskBalancing": {"sensitivity": 0}}},
+            "spec.scoring.loadVariationRiskBalancing.sensitivity",
+            "greater than 0",
+        ),
+        (
+            {"scoring": {"loadVariationRiskBalancing": {}}},
+            "spec.scoring.loadVariationRiskBalancing.cpu.stddev",
+            "no syncPolicy entry",
+        ),
+        (
+            {"scoring": {"targetLoadPacking": {}, "loadVariationRiskBalancing": {}}},
+            "spec.scoring",
+            "not both",
+        ),
+        (
+            {"syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m", "window": "0s"}]},
+            "spec.syncPolicy[0].window",
+            "must be > 0",
+        ),
+        (
+            {"syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m", "resource": "gpu"}]},
+            "spec.syncPolicy[0].resource",
+            "",
+        ),
+    ],
+)
+def test_bad_fields_are_named(spec: dict[str, Any], path: str, message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        policy(**spec)
+    assert raised.value.field == path
+    assert message in str(raised.value)
+
+
+def test_defaults_read_from_metric_names() -> None:
+    rules = policy(estimation={"enabled": True, "factor": 0.5})
+    cpu = rules.predicates[0]
+    assert (cpu.resource, cpu.coverage) == ("cpu", 5 * MIN)
+    assert rules.estimation is not None
+    assert rules.estimation.factor_of("cpu") == 0.5  # the earlier single factor still reads
+    # retention: the longest window + period + 5m of the metrics estimated
+    assert rules.retention == 5 * MIN + 3 * MIN + 5 * MIN
+    assert not policy().reads_pods
