@@ -67,7 +67,7 @@ TEMPLATES = {
             "name": "open",
             "namespace": "batch",
             "image": "img",
-            "allowedKeys": {"pattern": "[A-Za-z_][A-Za-z0-9_]*"},
+            "allowedKeys": {"pattern": "(TASK|T)_[A-Za-z0-9_]*"},
             "overridable": [
                 "completions",
                 "parallelism",
