@@ -1,0 +1,241 @@
+"""Estimation and Trimaran's strategies in the extender: recently bound pods from the pod watch
+change filter and prioritize, in names-only and full-node mode."""
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from extender.scheduling.placements import PlacementIndex
+from shared.annotations import encode_metric
+from shared.load_model import LoadRules
+from shared.pods import POD_DECODER, Pod
+from shared.policy import DynamicSchedulerPolicy, parse_policy
+from tests import payloads
+from tests.extender.conftest import NOW, ClientFactory
+from tests.fakekube import FakeCluster, FakeCollection
+
+pytestmark = pytest.mark.anyio
+
+SAMPLED = NOW - timedelta(minutes=1)
+
+
+def the_policy(**spec: Any) -> DynamicSchedulerPolicy:
+    base: dict[str, Any] = {
+        "syncPolicy": [
+            {"name": "cpu_usage_avg_5m", "period": "3m"},
+            {"name": "cpu_usage_stddev_5m", "period": "3m"},
+            {"name": "mem_usage_avg_5m", "period": "3m"},
+        ],
+        "predicate": [{"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65}],
+        "priority": [{"name": "cpu_usage_avg_5m", "weight": 1}],
+    }
+    base.update(spec)
+    return parse_policy({"spec": base})
+
+
+def bound_pod(name: str, node: str, at: datetime | None, cpu: str = "1") -> dict[str, Any]:
+    body = payloads.pod(name)
+    body["metadata"]["uid"] = f"uid-{name}"
+    body["spec"]["nodeName"] = node
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": "1Gi"}}
+    if at is not None:
+        body["status"] = {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+            ],
+        }
+    return body
+
+
+def decoded(body: dict[str, Any]) -> Pod:
+    return POD_DECODER.decode(payloads.encode(body))
+
+
+def index(rules: LoadRules, changed: list[str] | None = None) -> PlacementIndex:
+    return PlacementIndex(
+        rules, clock=lambda: NOW, on_change=(changed.append if changed is not None else print)
+    )
+
+
+def test_the_index_keeps_recently_bound_pods_by_node() -> None:
+    rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
+    changed: list[str] = []
+    pods = index(rules, changed)
+    pods.replace(
+        [
+            decoded(bound_pod("a", "n1", NOW - timedelta(seconds=30))),
+            decoded(bound_pod("old", "n1", NOW - timedelta(hours=1))),  # beyond the retention
+            decoded(bound_pod("untimed", "n2", None)),  # listed, no binding time: long ago
+            decoded(payloads.pod("pending")),  # not bound
+        ]
+    )
+    assert [p.uid for p in pods.of("n1")] == ["uid-a"]
+    assert pods.of("n2") == () and len(pods) == 1
+    assert set(changed) == {"n1"}
+    placed = pods.of("n1")[0]
+    assert (placed.cpu, placed.memory) == (1.0, float(2**30))
+    assert placed.bound_at == NOW - timedelta(seconds=30)
+
+    changed.clear()
+    pods.apply("MODIFIED", decoded(bound_pod("b", "n2", None)))  # seen bound now
+    assert pods.of("n2")[0].bound_at == NOW and changed == ["n2"]
+    ahead = bound_pod("c", "n2", NOW + timedelta(hours=2))  # a binding time ahead: now
+    pods.apply("ADDED", decoded(ahead))
+    assert [p.bound_at for p in pods.of("n2")] == [NOW, NOW]
+
+    finished = bound_pod("a", "n1", NOW)
+    finished["status"]["phase"] = "Succeeded"
+    pods.apply("MODIFIED", decoded(finished))
+    pods.apply("DELETED", decoded(bound_pod("b", "n2", None)))
+    assert pods.of("n1") == () and [p.uid for p in pods.of("n2")] == ["uid-c"]
+    assert changed[-2:] == ["n1", "n2"]
+
+
+def test_the_index_forgets_pods_past_the_retention() -> None:
+    rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
+    pods = index(rules)
+    pods.apply("ADDED", decoded(bound_pod("a", "n1", NOW)))
+    pods.prune(NOW + rules.retention - timedelta(seconds=1))
+    assert len(pods) == 1
+    pods.prune(NOW + rules.retention + timedelta(minutes=1))
+    assert len(pods) == 0 and pods.of("n1") == ()
+
+
+def node(name: str, cpu: float, index: int, **extra: float) -> dict[str, Any]:
+    annotations = {"cpu_usage_avg_5m": encode_metric(cpu, SAMPLED)}
+    annotations.update({k: encode_metric(v, SAMPLED) for k, v in extra.items()})
+    return payloads.node(name, annotations, index=index)
+
+
+def cluster(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> FakeCluster:
+    return FakeCluster(
+        {
+            "/api/v1/nodes": FakeCollection([(5, nodes)]),
+            "/api/v1/pods": FakeCollection([(5, pods)]),
+        }
+    )
+
+
+async def post(client: httpx.AsyncClient, verb: str, body: dict[str, Any]) -> Any:
+    response = await client.post(f"/{verb}", content=payloads.encode(body))
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def ready(client: httpx.AsyncClient) -> None:
+    for _ in range(200):
+        if (await client.get("/readyz/scheduling")).status_code == 200:
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError("never ready")
+
+
+BURST = [bound_pod(f"p{i}", "n1", NOW - timedelta(seconds=20)) for i in range(4)]
+"""Four 1-core pods bound to n1 after its sample: 4 × 0.85 / 8 cores = 0.425 more."""
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_names_only_filter_counts_pods_bound_since_the_sample(
+    make_client: ClientFactory, enabled: bool
+) -> None:
+    nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2)]
+    client = await make_client(
+        fake=cluster(nodes, BURST), the_policy=the_policy(estimation={"enabled": enabled})
+    )
+    await ready(client)
+    result = await post(client, "filter", payloads.names_args(["n1", "n2"]))
+    if enabled:
+        assert result["NodeNames"] == ["n2"]
+        assert result["FailedAndUnresolvableNodes"]["n1"].startswith(
+            "Load[cpu_usage_avg_5m]=0.72500 of node[n1] is above 0.65 (0.30000 measured + "
+        )
+        scores = await post(client, "prioritize", payloads.names_args(["n1", "n2"]))
+        assert scores == [{"Host": "n1", "Score": 3}, {"Host": "n2", "Score": 6}]
+    else:  # crane: the sample alone; n1 looks the emptier
+        assert result["NodeNames"] == ["n1", "n2"]
+        scores = await post(client, "prioritize", payloads.names_args(["n1", "n2"]))
+        assert scores == [{"Host": "n1", "Score": 7}, {"Host": "n2", "Score": 6}]
+
+
+async def test_full_node_mode_counts_them_too(make_client: ClientFactory) -> None:
+    nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2)]
+    client = await make_client(
+        fake=cluster(nodes, BURST), the_policy=the_policy(estimation={"enabled": True})
+    )
+    await ready(client)
+    result = await post(client, "filter", payloads.full_args(nodes))
+    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["n2"]
+    assert set(result["FailedAndUnresolvableNodes"]) == {"n1"}
+
+
+async def test_target_load_packing_scores_per_pod(make_client: ClientFactory) -> None:
+    """Target 40 %; n1 at 10 % of 8 cores, n2 at 30 %. A 1-core pod (predicted 1.5 cores,
+    18.75 %): n1 → 28.75 % → 83, n2 → 48.75 % → 34. A 4-core one (6 cores, 75 %): n1 85 %
+    → 10, n2 105 % → 0."""
+    policy = the_policy(predicate=[], scoring={"targetLoadPacking": {"targetUtilization": 40}})
+    nodes = [node("n1", 0.10, 1), node("n2", 0.30, 2)]
+    client = await make_client(fake=cluster(nodes, []), the_policy=policy)
+    await ready(client)
+    small = payloads.names_args(["n1", "n2"])
+    small["Pod"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    assert await post(client, "prioritize", small) == [
+        {"Host": "n1", "Score": 8},
+        {"Host": "n2", "Score": 3},
+    ]
+    big = payloads.names_args(["n1", "n2"])
+    big["Pod"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
+    assert await post(client, "prioritize", big) == [
+        {"Host": "n1", "Score": 1},
+        {"Host": "n2", "Score": 0},
+    ]
+
+
+async def test_target_load_packing_predicts_pods_the_sample_misses(
+    make_client: ClientFactory,
+) -> None:
+    """Trimaran's rule: n1's four 1-core pods bound since its sample are predicted at 1.5
+    cores each: 10 % + 75 % + the pod's 18.75 % is above 100 %: 0."""
+    policy = the_policy(predicate=[], scoring={"targetLoadPacking": {}})
+    nodes = [node("n1", 0.10, 1), node("n2", 0.30, 2)]
+    client = await make_client(fake=cluster(nodes, BURST), the_policy=policy)
+    await ready(client)
+    args = payloads.names_args(["n1", "n2"])
+    args["Pod"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    assert await post(client, "prioritize", args) == [
+        {"Host": "n1", "Score": 0},
+        {"Host": "n2", "Score": 3},
+    ]
+
+
+async def test_risk_balancing_scores_the_riskier_node_lower(make_client: ClientFactory) -> None:
+    """n1: CPU average 30 %, stddev 25 % → risk (0.30 + 0.25)/2 → 72.5; memory 20 %, 0 →
+    90: min 72.5 → 73 → 7. n2: average 40 %, stddev 5 % → 77.5 → 78; memory 80 % → 60:
+    min 60 → 6. The pod requests nothing."""
+    policy = the_policy(
+        predicate=[],
+        syncPolicy=[
+            {"name": "cpu_usage_avg_5m", "period": "3m"},
+            {"name": "cpu_usage_stddev_5m", "period": "3m"},
+            {"name": "mem_usage_avg_5m", "period": "3m"},
+            {"name": "mem_usage_stddev_5m", "period": "3m"},
+        ],
+        scoring={"loadVariationRiskBalancing": {}},
+    )
+    nodes = [
+        node("n1", 0.30, 1, cpu_usage_stddev_5m=0.25, mem_usage_avg_5m=0.2, mem_usage_stddev_5m=0),
+        node("n2", 0.40, 2, cpu_usage_stddev_5m=0.05, mem_usage_avg_5m=0.8, mem_usage_stddev_5m=0),
+    ]
+    client = await make_client(fake=cluster(nodes, []), the_policy=policy)
+    await ready(client)
+    assert await post(client, "prioritize", payloads.names_args(["n1", "n2"])) == [
+        {"Host": "n1", "Score": 7},
+        {"Host": "n2", "Score": 6},
+    ]
