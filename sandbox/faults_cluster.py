@@ -1,0 +1,299 @@
+"""Control-plane and component faults while work flows: a burst of pods through
+kube-scheduler and the extender, annotator rounds from Prometheus, and duplicate dispatch
+POSTs; see :mod:`sandbox.faults` for the rows and the quota scenario.
+
+:class:`Flow` starts the work's components once on a sandbox; each ``run_*`` function
+injects one fault and returns its :class:`~sandbox.faults.FaultRow`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from typing import Any
+
+import httpx
+import yaml
+from kubernetes import client as k8s
+
+from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port
+from sandbox.faults import BoundPeak, FaultRow, burst, create_namespace
+from sandbox.metrics_stack import MetricsStack
+from sandbox.processes import wait_for
+from shared.annotations import Sample, decode
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY = ROOT / "tests" / "e2e" / "policy-fast.yaml"
+NAMESPACE = "faults"
+NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]
+LOADS = {n.name: {"cpu": 0.1 + 0.05 * i, "mem": 0.3} for i, n in enumerate(NODES)}
+WATCHED = ("nodes", "pods", "elasticquotas", "jobs", "cronjobs", "leases")
+"""Resources loadsched's services watch (and kube-scheduler, for nodes and pods)."""
+
+
+class Flow:
+    """The work in flight: an extender (scheduling and dispatch, ``--dispatch-auth none``),
+    kube-scheduler ``faults`` (ignorable) and ``faults-strict`` (not ignorable) calling it
+    through one port, the annotator on a fast policy with Prometheus and the exporter."""
+
+    def __init__(self, sandbox: Sandbox, workdir: Path) -> None:
+        self.sandbox = sandbox
+        self.workdir = workdir
+        self.extender_port = free_port()
+        self.stack = MetricsStack(sandbox, NODES, loads=LOADS)
+        self.extender = ""
+        self.rounds = 0
+
+    def start(self) -> Flow:
+        box = self.sandbox
+        box.create_nodes(NODES)
+        create_namespace(box, NAMESPACE)
+        templates = self.workdir / "templates.yaml"
+        templates.write_text(
+            yaml.safe_dump(
+                {
+                    "templates": [
+                        {
+                            "name": "work",
+                            "namespace": NAMESPACE,
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                            "allowedKeys": {"names": ["ROW_ID"]},
+                            "schedulerName": "faults",
+                        }
+                    ]
+                }
+            )
+        )
+        self.extender = box.start_extender(
+            port=self.extender_port,
+            args=["--job-templates", str(templates), "--dispatch-auth", "none"],
+        )
+        box.start_scheduler("faults", scheduler_name="faults", extender=ExtenderSpec(self.extender))
+        box.start_scheduler(
+            "faults-strict",
+            scheduler_name="faults-strict",
+            extender=ExtenderSpec(self.extender, ignorable=False),
+        )
+        self.stack.start()
+        box.start_annotator(
+            prometheus_url=self.stack.prometheus.url,
+            args=["--policy", str(POLICY), "--lease-namespace", "default"],
+        )
+        return self
+
+    # -- checks ---------------------------------------------------------------------------
+    def clear(self) -> None:
+        box = self.sandbox
+        k8s.BatchV1Api(box.api).delete_collection_namespaced_job(
+            NAMESPACE, propagation_policy="Background"
+        )
+        box.core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)
+        wait_for(
+            lambda: not box.core.list_namespaced_pod(NAMESPACE).items,
+            timeout=60,
+            what="the faults namespace to be empty",
+        )
+
+    def stale_nodes(self, since: datetime) -> list[str]:
+        """Nodes whose ``cpu_usage_avg_5m`` was not written after ``since`` or differs from
+        what Prometheus answers now by more than its drift over a few seconds."""
+        answer = self.stack.prometheus.query("cpu_usage_avg_5m")
+        stale = []
+        for node in NODES:
+            meta: Any = self.sandbox.core.read_node(node.name).metadata
+            sample = decode((meta.annotations or {}).get("cpu_usage_avg_5m", ""))
+            latest = answer.get(self.stack.instance(node))
+            if (
+                not isinstance(sample, Sample)
+                or sample.timestamp < since
+                or latest is None
+                or abs(sample.value - latest / 100) > 0.02
+            ):
+                stale.append(node.name)
+        return stale
+
+    def jobs_with_key(self, key: str) -> int:
+        jobs: Any = k8s.BatchV1Api(self.sandbox.api).list_namespaced_job(NAMESPACE).items
+        return sum(1 for j in jobs if (j.metadata.annotations or {}).get("loadsched.io/key") == key)
+
+
+class Duplicates:
+    """``count`` POSTs of one new key to ``/v1/jobs``, ``interval`` apart, in a thread; the
+    status of each (0: no connection)."""
+
+    def __init__(self, url: str, key: str, count: int = 50, interval: float = 0.2) -> None:
+        self.url, self.key, self.count, self.interval = url, key, count, interval
+        self.statuses: list[int] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Duplicates:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.join(self.count * self.interval + 60)
+
+    def _run(self) -> None:
+        body = {"template": "work", "key": self.key, "data": {"ROW_ID": "1"}}
+        with httpx.Client(timeout=30) as client:
+            for _ in range(self.count):
+                try:
+                    self.statuses.append(client.post(f"{self.url}/v1/jobs", json=body).status_code)
+                except httpx.HTTPError:
+                    self.statuses.append(0)
+                time.sleep(self.interval)
+
+
+def lists(sandbox: Sandbox) -> dict[str, int]:
+    counts = sandbox.apiserver_requests("LIST")
+    return {r: counts.get(r, 0) for r in WATCHED}
+
+
+def run_control_plane(
+    flow: Flow,
+    fault: str,
+    *,
+    pods: int = 200,
+    quiet_window: float = 10.0,
+    say: Callable[[str], None] = lambda _: None,
+) -> FaultRow:
+    """``fault``: ``apiserver`` (SIGTERM, started again on the same port and etcd),
+    ``etcd`` (the same for etcd), or ``compaction`` (etcd compacted to its head, then
+    kube-apiserver restarted, so every watch resumes from a compacted revision: 410 Gone).
+    During a burst of ``pods`` and annotator rounds, with 50 duplicate POSTs of one key."""
+    box = flow.sandbox
+    flow.clear()
+    key = f"dup-{fault}-{int(time.time())}"
+
+    def compact_and_restart() -> None:
+        box.compact_etcd()
+        box.restart_apiserver()
+
+    restart: Callable[[], None] = {
+        "apiserver": box.restart_apiserver,
+        "etcd": box.restart_etcd,
+        "compaction": compact_and_restart,
+    }[fault]
+    before = lists(box)
+    with BoundPeak(box, NAMESPACE) as peak, Duplicates(flow.extender, key) as duplicates:
+        burst(box, fault, pods, scheduler="faults", namespace=NAMESPACE, cpu="10m")
+        time.sleep(1)  # duplicates and bindings under way
+        started = time.monotonic()
+        restart()
+        up = time.monotonic()
+        back = datetime.now(UTC)
+        say(f"{fault}: control plane back after {up - started:.1f}s")
+        box.wait_bound(f"burst={fault}", pods, namespace=NAMESPACE, timeout=180)
+        bound_at = time.monotonic()
+        wait_for(
+            lambda: not flow.stale_nodes(back),
+            timeout=60,
+            what="every node's annotations from a round after the restart",
+            interval=1,
+        )
+        fresh_at = time.monotonic()
+    after_recovery = lists(box)
+    time.sleep(quiet_window)
+    later = lists(box)
+    restarted = fault != "etcd"  # kube-apiserver's counters start again from 0
+    relisted = {r: after_recovery[r] - (0 if restarted else before[r]) for r in WATCHED}
+    quiet = {r: later[r] - after_recovery[r] for r in WATCHED}
+    jobs = flow.jobs_with_key(key)
+    bindings = sorted(set(peak.bindings.values()))
+    lost = (
+        (pods - len(peak.bindings))
+        + abs(jobs - 1)
+        + sum(1 for s in duplicates.statuses if s >= 500 and s != 503)
+    )
+    return FaultRow(
+        fault={
+            "apiserver": "kube-apiserver restarted",
+            "etcd": "etcd restarted",
+            "compaction": "etcd compacted + kube-apiserver restarted (410 on every watch)",
+        }[fault],
+        work=f"{pods} pods, annotator rounds, 50 duplicate POSTs",
+        outcome=(
+            f"{len(peak.bindings)}/{pods} bound (each {bindings}), {jobs} Job, "
+            f"LISTs {sum(relisted.values())} then {sum(quiet.values())} in {quiet_window:g}s"
+        ),
+        lost=lost,
+        recover_seconds=max(bound_at, fresh_at) - started,
+        details={
+            "bound": len(peak.bindings),
+            "bindings": bindings,
+            "jobs": jobs,
+            "statuses": sorted(set(duplicates.statuses)),
+            "relisted": relisted,
+            "quiet": quiet,
+            "down_seconds": up - started,
+            "bound_seconds": bound_at - started,
+            "fresh_seconds": fresh_at - started,
+        },
+    )
+
+
+def run_extender_kill(
+    flow: Flow, *, pods: int = 100, down: float = 5.0, say: Callable[[str], None] = lambda _: None
+) -> list[FaultRow]:
+    """SIGKILL the extender during a burst to both schedulers; start it again (same port)
+    ``down`` seconds later. Ignorable: pods keep being bound while it is down; not
+    ignorable: they wait, and are bound after it is back."""
+    box = flow.sandbox
+    flow.clear()
+    with BoundPeak(box, NAMESPACE) as peak:
+        burst(box, "plain", pods, scheduler="faults", namespace=NAMESPACE, cpu="10m")
+        burst(box, "strict", pods, scheduler="faults-strict", namespace=NAMESPACE, cpu="10m")
+        box.supervisor.kill_named("extender")
+        killed = time.monotonic()
+        say("extender killed")
+
+        def bound(label: str) -> int:
+            return sum(1 for node in box.placements(f"burst={label}", NAMESPACE).values() if node)
+
+        box.wait_bound("burst=plain", pods, namespace=NAMESPACE, timeout=120)
+        plain_at = time.monotonic()
+        strict_while_down = bound("strict")
+        time.sleep(max(0.0, down - (time.monotonic() - killed)))
+        strict_before_return = bound("strict")
+        box.supervisor.start_again("extender")
+        wait_for(lambda: _ready(flow.extender), timeout=60, what="the extender back")
+        returned = time.monotonic()
+        box.wait_bound("burst=strict", pods, namespace=NAMESPACE, timeout=120)
+        strict_at = time.monotonic()
+    once = all(times == 1 for times in peak.bindings.values())
+    return [
+        FaultRow(
+            fault="extender SIGKILLed, ignorable: true",
+            work=f"{pods} pods",
+            outcome=f"{pods}/{pods} bound while it was down (plain placement)",
+            lost=0 if once else 1,
+            recover_seconds=plain_at - killed,
+            details={"bound_while_down": pods},
+        ),
+        FaultRow(
+            fault="extender SIGKILLed, ignorable: false",
+            work=f"{pods} pods",
+            outcome=(
+                f"{strict_before_return} bound while down ({strict_while_down} when the "
+                f"plain ones were done); all {pods} {strict_at - returned:.1f}s after its return"
+            ),
+            lost=0 if once else 1,
+            recover_seconds=strict_at - returned,
+            details={
+                "bound_while_down": strict_before_return,
+                "after_return": strict_at - returned,
+            },
+        ),
+    ]
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
