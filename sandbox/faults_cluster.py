@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-
 from typing import Any
 
 import httpx
