@@ -3,15 +3,17 @@ policy's fields, per-node limits, and Trimaran's prediction of a pod's CPU."""
 
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from shared.annotations import encode_metric
 from shared.errors import ConfigError
 from shared.estimation import NodeSize, Placement, estimated_share, predicted_cpu, uncovered
 from shared.load_model import LoadRules, NodeLoad, evaluate
-from shared.policy import EstimationPolicy, TargetLoadPacking, parse_policy
+from shared.policy import EstimationPolicy, TargetLoadPacking, load_policy, parse_policy
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -267,3 +269,15 @@ def test_defaults_read_from_metric_names() -> None:
     # retention: the longest window + period + 5m of the metrics estimated
     assert rules.retention == 5 * MIN + 3 * MIN + 5 * MIN
     assert not policy().reads_pods
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("policy-*.yaml")), ids=str)
+def test_example_policies_load_and_their_metrics_are_recorded(path: Path) -> None:
+    loaded = load_policy(path)
+    rules = yaml.safe_load((ROOT / "charts/loadsched/files/recording-rules.yaml").read_text())
+    recorded = {r["record"] for group in rules["groups"] for r in group["rules"]}
+    synced = {s.name for s in loaded.spec.sync_policy if s.promql is None}
+    assert synced <= recorded
