@@ -20,29 +20,45 @@ one replica has seen the pod bound (another may not have yet).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
-import msgspec
-
-from shared.kube.meta import ObjectMeta
 from shared.kube.paths import ELASTIC_QUOTAS
 from shared.pods import Pod
-from shared.quantity import ResourceList, add, parse_resources, to_quantity
+from shared.quantity import ResourceList, add
 from shared.quota import Admission, ElasticQuota, QuotaState, Totals
+from shared.quota_objects import (
+    ADMITTED_ANNOTATION,
+    QUOTA_DECODER,
+    QuotaObject,
+    QuotaStatus,
+    Reservation,
+    ReservationPatch,
+    encode_reservations,
+    is_older,
+    reservations_of,
+)
+
+__all__ = [
+    "ADMITTED_ANNOTATION",
+    "ASSUMED",
+    "ELASTIC_QUOTAS_PATH",
+    "QUOTA_DECODER",
+    "PodUsage",
+    "QuotaLedger",
+    "QuotaObject",
+    "QuotaStatus",
+]
 
 logger = logging.getLogger(__name__)
 
 ZERO = Fraction(0)
 ASSUMED = "<assumed>"
 """The node of a pod admitted at filter whose binding the watch has not shown yet."""
-ADMITTED_ANNOTATION = "loadsched.io/admitted"
-"""On an ElasticQuota: the pods extender replicas admitted and may not have seen bound yet."""
+ELASTIC_QUOTAS_PATH = ELASTIC_QUOTAS.path()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,71 +106,6 @@ class PodUsage:
             request=pod.request() if request is None else request,
             bound=not node and bool(pod.spec.nodeName),
         )
-
-
-class QuotaStatus(msgspec.Struct, gc=False):
-    used: dict[str, Any] | None = None
-
-
-class QuotaObject(msgspec.Struct, gc=False):
-    """An ElasticQuota as listed; ``spec`` stays untyped so a malformed one can be reported."""
-
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: Any = None
-    status: QuotaStatus | None = None
-
-
-QUOTA_DECODER = msgspec.json.Decoder(QuotaObject)
-ELASTIC_QUOTAS_PATH = ELASTIC_QUOTAS.path()
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    """A pod admitted by some replica, as written on its namespace's ElasticQuota."""
-
-    until: float
-    """Wall-clock deadline, Unix seconds."""
-    request: ResourceList
-
-
-@dataclass(frozen=True, slots=True)
-class ReservationPatch:
-    """The merge patch that adds a reservation to an ElasticQuota, guarded by the
-    resourceVersion its decision was made on."""
-
-    namespace: str
-    name: str
-    body: dict[str, Any]
-
-
-def reservations_of(obj: QuotaObject) -> dict[str, Reservation]:
-    """The reservations on an ElasticQuota; a malformed annotation or entry is skipped."""
-    text = (obj.metadata.annotations or {}).get(ADMITTED_ANNOTATION)
-    if not text:
-        return {}
-    try:
-        entries = json.loads(text)
-    except ValueError:
-        logger.warning("elasticquota/%s: %s is not JSON", obj.metadata.name, ADMITTED_ANNOTATION)
-        return {}
-    found: dict[str, Reservation] = {}
-    for uid, entry in entries.items() if isinstance(entries, dict) else ():
-        try:
-            until, request = entry
-            found[uid] = Reservation(float(until), parse_resources(request, where=uid))
-        except (TypeError, ValueError):
-            continue
-    return found
-
-
-def encode_reservations(reservations: dict[str, Reservation]) -> str:
-    return json.dumps(
-        {
-            uid: [round(r.until, 3), {k: to_quantity(v) for k, v in r.request.items()}]
-            for uid, r in reservations.items()
-        },
-        separators=(",", ":"),
-    )
 
 
 class QuotaLedger:
@@ -402,7 +353,7 @@ class QuotaLedger:
             self.objects = {}
         for obj in objects:
             key = (obj.metadata.namespace, obj.metadata.name)
-            if not replace and _older(obj, self.objects.get(key)):
+            if not replace and is_older(obj, self.objects.get(key)):
                 continue  # a watch event behind the version a reservation patch returned
             self.objects[key] = obj
         self._rebuild_quotas()
@@ -410,13 +361,6 @@ class QuotaLedger:
     def delete_quota_object(self, obj: QuotaObject) -> None:
         self.objects.pop((obj.metadata.namespace, obj.metadata.name), None)
         self._rebuild_quotas()
-
-
-def _older(obj: QuotaObject, current: QuotaObject | None) -> bool:
-    if current is None or current.metadata.uid != obj.metadata.uid:
-        return False
-    new, old = obj.metadata.resourceVersion or "", current.metadata.resourceVersion or ""
-    return new.isdigit() and old.isdigit() and int(new) < int(old)
 
 
 class _PodStore:
