@@ -10,6 +10,8 @@ command -v etcd >/dev/null || missing+=(etcd-server)
 command -v prometheus >/dev/null || missing+=(prometheus)
 # the dispatch poller's end-to-end test runs its own PostgreSQL server
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+# the status page's end-to-end test drives a headless browser
+command -v chromium >/dev/null || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing Debian packages: ${missing[*]}"
   SUDO=""
