@@ -15,6 +15,7 @@ from typing import Any
 
 from croniter import croniter
 
+from extender.dispatch.pod_security import literal_env_value
 from extender.dispatch.templates import ENV_NAME, JobTemplate
 from shared.errors import LoadschedError
 
@@ -83,7 +84,8 @@ def build_job(
         "name": "task",
         "image": template.image,
         "env": [{"name": e.name, "value": e.value} for e in template.env]
-        + [{"name": k, "value": v} for k, v in sorted(data.items())],
+        + [{"name": k, "value": literal_env_value(v)} for k, v in sorted(data.items())],
+        **template.container_fields(),
     }
     optional: dict[str, Any] = {
         "command": template.command,
@@ -99,6 +101,7 @@ def build_job(
         "serviceAccountName": template.service_account_name,
     }
     pod_spec.update({k: v for k, v in names.items() if v is not None})
+    pod_spec.update(template.pod_fields())
     if template.node_selector:
         pod_spec["nodeSelector"] = dict(template.node_selector)
     if template.tolerations:

@@ -9,6 +9,18 @@ and the dispatcher's own environment is never copied into Jobs.
 
 The file is YAML: ``{templates: [{name: ..., namespace: ..., image: ..., ...}]}``. Errors name
 the file and the field path (``templates[2].allowedKeys.pattern``).
+
+A template cannot be used to escalate. What would give its pods more than an ordinary pod of
+the namespace is refused at load time, naming the field, unless the template says so with a
+named setting: ``hostPath`` volumes (``allowHostPath``); ``privileged``,
+``allowPrivilegeEscalation: true``, added capabilities, an unmasked ``procMount`` or an
+``Unconfined`` seccomp profile (``allowPrivileged``); ``hostNetwork``, ``hostPID``,
+``hostIPC`` (``allowHostNamespaces``); a ServiceAccount other than the template's own, the
+one named after the template (``allowOtherServiceAccount``). Caller data only ever becomes
+environment variable values: a data key may not name a variable that changes how programs
+start or find their cluster (:func:`reserved_env_name`), the command and arguments may not
+refer to a data key (``$(KEY)`` would be expanded into them by the kubelet), and ``$`` in a
+value is escaped so that the kubelet expands nothing in it (:func:`literal_env_value`).
 """
 
 from __future__ import annotations
@@ -20,10 +32,20 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from extender.dispatch.pod_security import (
+    ENV_REFERENCE,
+    RESERVED_SAMPLES,
+    ContainerSecurityContext,
+    PodSecurityContext,
+    Volume,
+    VolumeMount,
+    reserved_env_name,
+)
 from shared.errors import ConfigError
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_DATA_KEY_LENGTH = 256
 OVERRIDABLE = frozenset(
     {
         "completions",
@@ -55,7 +77,32 @@ class AllowedKeys(_Strict):
                 raise ValueError(f"not a regular expression: {e}") from e
         return value
 
+    @field_validator("names")
+    @classmethod
+    def _not_reserved(cls, value: list[str]) -> list[str]:
+        for name in value:
+            reason = reserved_env_name(name)
+            if reason is not None:
+                raise ValueError(f"caller data may not set {name}: {reason}")
+        return value
+
+    @field_validator("pattern")
+    @classmethod
+    def _matches_nothing_reserved(cls, value: str | None) -> str | None:
+        if value is not None:
+            matched = [name for name in RESERVED_SAMPLES if re.fullmatch(value, name)]
+            if matched:
+                raise ValueError(
+                    f"also matches {matched[:5]}, which caller data may not set "
+                    f"({reserved_env_name(matched[0])}); narrow the pattern"
+                )
+        return value
+
     def allows(self, key: str) -> bool:
+        """Whether caller data may set ``key``: allowed by name or pattern, at most
+        :data:`MAX_DATA_KEY_LENGTH` characters, and not reserved."""
+        if len(key) > MAX_DATA_KEY_LENGTH or reserved_env_name(key) is not None:
+            return False
         return key in self.names or (
             self.pattern is not None and re.fullmatch(self.pattern, key) is not None
         )
@@ -128,6 +175,29 @@ class JobTemplate(_Strict):
     activeDeadlineSeconds and ttlSecondsAfterFinished."""
     max_data_bytes: int = Field(default=32 * 1024, ge=1, alias="maxDataBytes")
     """Largest total size of the data values."""
+    volumes: list[Volume] = []
+    """The pods' volumes; ``hostPath`` needs ``allowHostPath``."""
+    volume_mounts: list[VolumeMount] = Field(default=[], alias="volumeMounts")
+    """Where the container mounts them."""
+    security_context: ContainerSecurityContext | None = Field(default=None, alias="securityContext")
+    """The container's securityContext; what widens it needs ``allowPrivileged``."""
+    pod_security_context: PodSecurityContext | None = Field(
+        default=None, alias="podSecurityContext"
+    )
+    """The pod's securityContext."""
+    host_network: bool = Field(default=False, alias="hostNetwork")
+    host_pid: bool = Field(default=False, alias="hostPID")
+    host_ipc: bool = Field(default=False, alias="hostIPC")
+    """The host's namespaces: each needs ``allowHostNamespaces``."""
+    allow_host_path: bool = Field(default=False, alias="allowHostPath")
+    """Allow ``hostPath`` volumes (the node's files)."""
+    allow_privileged: bool = Field(default=False, alias="allowPrivileged")
+    """Allow privileged containers, privilege escalation, added capabilities, an unmasked
+    /proc and an Unconfined seccomp profile."""
+    allow_host_namespaces: bool = Field(default=False, alias="allowHostNamespaces")
+    """Allow hostNetwork, hostPID and hostIPC."""
+    allow_other_service_account: bool = Field(default=False, alias="allowOtherServiceAccount")
+    """Allow a ``serviceAccountName`` other than the template's own (its name)."""
 
     @field_validator("overridable")
     @classmethod
@@ -152,6 +222,113 @@ class JobTemplate(_Strict):
             raise ValueError(f"static env {clash} would be overridable by caller data")
         return self
 
+    @model_validator(mode="after")
+    def _no_data_in_the_command_line(self) -> JobTemplate:
+        for field, words in (("command", self.command), ("args", self.args)):
+            for index, word in enumerate(words or ()):
+                for name in ENV_REFERENCE.findall(word.replace("$$", "")):
+                    if self.allowed_keys.allows(name):
+                        raise TemplateFieldError(
+                            f"{field}[{index}]",
+                            f"$({name}) would put caller data into the command line (the "
+                            "kubelet expands it); read it from the environment instead",
+                        )
+        return self
+
+    @model_validator(mode="after")
+    def _no_escalation(self) -> JobTemplate:
+        for field, why, allowed_by in self.escalations():
+            if not getattr(self, allowed_by):
+                raise TemplateFieldError(
+                    field, f"{why}; refused unless the template sets {_ALIASES[allowed_by]}: true"
+                )
+        declared = {v.name for v in self.volumes}
+        for index, mount in enumerate(self.volume_mounts):
+            if mount.name not in declared:
+                raise TemplateFieldError(
+                    f"volumeMounts[{index}].name", f"no volume {mount.name!r} in volumes"
+                )
+        return self
+
+    def escalations(self) -> list[tuple[str, str, str]]:
+        """(field, why, the setting that allows it) for everything this template gives its
+        pods beyond an ordinary pod of the namespace."""
+        found = [
+            (f"volumes[{i}].hostPath", "mounts the node's files", "allow_host_path")
+            for i, volume in enumerate(self.volumes)
+            if volume.source == "hostPath"
+        ]
+        if self.security_context is not None:
+            found += [
+                (f"securityContext.{field}", why, "allow_privileged")
+                for field, why in self.security_context.escalations()
+            ]
+        pod = self.pod_security_context
+        if pod is not None and pod.seccomp_profile is not None:
+            if pod.seccomp_profile.type == "Unconfined":
+                why = "Unconfined turns system-call filtering off"
+                found.append(("podSecurityContext.seccompProfile.type", why, "allow_privileged"))
+        for field, on in (
+            ("hostNetwork", self.host_network),
+            ("hostPID", self.host_pid),
+            ("hostIPC", self.host_ipc),
+        ):
+            if on:
+                found.append((field, "shares the node's namespace", "allow_host_namespaces"))
+        account = self.service_account_name
+        if account not in (None, "default", self.name):
+            why = (
+                f"runs as ServiceAccount {account!r}, not the template's own ({self.name!r}) "
+                "or the namespace's default"
+            )
+            found.append(("serviceAccountName", why, "allow_other_service_account"))
+        return found
+
+    def pod_fields(self) -> dict[str, Any]:
+        """The pod spec's volumes, securityContext and host namespaces, as set."""
+        fields: dict[str, Any] = {}
+        if self.volumes:
+            fields["volumes"] = [v.model_dump(by_alias=True) for v in self.volumes]
+        if self.pod_security_context is not None:
+            fields["securityContext"] = _dump(self.pod_security_context)
+        for name, on in (
+            ("hostNetwork", self.host_network),
+            ("hostPID", self.host_pid),
+            ("hostIPC", self.host_ipc),
+        ):
+            if on:
+                fields[name] = True
+        return fields
+
+    def container_fields(self) -> dict[str, Any]:
+        """The container's volumeMounts and securityContext, as set."""
+        fields: dict[str, Any] = {}
+        if self.volume_mounts:
+            fields["volumeMounts"] = [_dump(m) for m in self.volume_mounts]
+        if self.security_context is not None:
+            fields["securityContext"] = _dump(self.security_context)
+        return fields
+
+
+class TemplateFieldError(ValueError):
+    """A template field refused; ``field`` is its path inside the template."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+_ALIASES = {
+    name: info.alias or name
+    for name, info in JobTemplate.model_fields.items()
+    if name.startswith("allow_")
+}
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+
 
 class TemplateFile(_Strict):
     templates: list[JobTemplate] = []
@@ -171,7 +348,13 @@ def parse_templates(data: object, *, source: str) -> dict[str, JobTemplate]:
         parsed = TemplateFile.model_validate(data if data is not None else {})
     except ValidationError as e:
         detail = e.errors()[0]
-        raise ConfigError(source, _path(detail["loc"]), detail["msg"]) from e
+        loc = tuple(detail["loc"])
+        cause = (detail.get("ctx") or {}).get("error")
+        if isinstance(cause, TemplateFieldError):
+            # a model validator's error: the template's place, then the field inside it
+            return_path = f"{_path(loc)}.{cause.field}" if loc else cause.field
+            raise ConfigError(source, return_path, cause.message) from e
+        raise ConfigError(source, _path(loc), detail["msg"]) from e
     return {t.name: t for t in parsed.templates}
 
 
