@@ -39,8 +39,11 @@ PRIORITIES = [
 HOT_VALUE = [{"timeRange": "1m", "count": 5}, {"timeRange": "12s", "count": 2}]
 """crane's default hot value (5 per 5m, 2 per 1m) scaled like the metrics' windows (5m → 1m)."""
 KOORDINATOR = {"enabled": True, "factors": {"cpu": 0.85, "memory": 0.70}}
-TRIMARAN = {"enabled": True, "factors": {"cpu": 1.5, "memory": 1.0}}
-"""Trimaran adds the request × requestsMultiplier (1.5) of pods bound since the last metrics."""
+TRIMARAN = {"enabled": False}
+"""Trimaran's strategies as published: TargetLoadPacking predicts the pods its sample misses by
+its own rule (limit, else request × requestsMultiplier 1.5, for pods bound since the sample or
+within 60 s before it: applied by loadsched when estimation is off), LoadVariationRiskBalancing
+predicts none."""
 
 
 @dataclass(frozen=True)
