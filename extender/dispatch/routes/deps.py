@@ -20,10 +20,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from extender.dispatch.authorizing import Action, Caller, Forbidden, Unauthenticated
+from extender.access import Action, Caller, Forbidden, Unauthenticated
+from extender.access import upstream as upstream
 from extender.dispatch.dispatcher import Dispatcher
 from extender.dispatch.templates import JobTemplate
-from shared.errors import APIError, LoadschedError
+from shared.errors import LoadschedError
 
 
 class DispatchState(Protocol):
@@ -74,12 +75,6 @@ class DispatchRoute(APIRoute):
                 raise RequestValidationError([error]) from e
 
         return route
-
-
-def upstream(error: LoadschedError) -> HTTPException:
-    if isinstance(error, APIError):
-        return HTTPException(502, f"the API server refused: {error}")
-    return HTTPException(503, f"the API server is unreachable: {error}")
 
 
 async def authenticated(dispatcher: DispatcherDep, request: Request) -> Caller:
