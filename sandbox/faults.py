@@ -42,19 +42,26 @@ class FaultRow:
 
 
 class BoundPeak:
-    """Watches the pods of a namespace (list, then watch from its resourceVersion) and keeps
-    the highest sum of CPU requests of bound, non-terminal pods it has seen at any event."""
+    """Watches the pods of a namespace (list, then watch from its resourceVersion; listed
+    again when the watch breaks) and keeps the highest sum of CPU requests of bound,
+    non-terminal pods it has seen at any event, and every node each pod was seen on."""
 
-    def __init__(self, sandbox: Sandbox, namespace: str) -> None:
+    def __init__(self, sandbox: Sandbox, namespace: str, selector: str = "") -> None:
         self._core: Any = sandbox.core
         self._namespace = namespace
+        self._selector = selector
         self._cpu: dict[str, Fraction] = {}
         self.peak = Fraction(0)
-        self.bindings: dict[str, int] = {}
-        """Pod UID → times it was seen going from unbound to bound."""
+        self.nodes: dict[str, set[str]] = {}
+        """Pod UID → the nodes it was seen bound to (one, if it was bound once)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._ready = threading.Event()
+
+    @property
+    def bindings(self) -> dict[str, int]:
+        """Pod UID → how many nodes it was seen bound to."""
+        return {uid: len(nodes) for uid, nodes in self.nodes.items()}
 
     def __enter__(self) -> BoundPeak:
         self._thread.start()
@@ -68,10 +75,9 @@ class BoundPeak:
     def _record(self, pod: Any, deleted: bool = False) -> None:
         uid = pod.metadata.uid
         phase = pod.status.phase if pod.status else None
-        counts = not deleted and pod.spec.node_name and phase not in ("Succeeded", "Failed")
-        if counts:
-            if uid not in self._cpu:
-                self.bindings[uid] = self.bindings.get(uid, 0) + 1
+        node = pod.spec.node_name
+        if not deleted and node and phase not in ("Succeeded", "Failed"):
+            self.nodes.setdefault(uid, set()).add(node)
             self._cpu[uid] = sum(
                 (
                     Fraction(parse_quantity((c.resources.requests or {}).get("cpu", "0")))
@@ -83,11 +89,23 @@ class BoundPeak:
             self._cpu.pop(uid, None)
         self.peak = max(self.peak, sum(self._cpu.values(), Fraction(0)))
 
-    def _run(self) -> None:
-        listed: Any = self._core.list_namespaced_pod(self._namespace)
+    def _list(self) -> str:
+        while True:
+            try:
+                listed: Any = self._core.list_namespaced_pod(
+                    self._namespace, label_selector=self._selector
+                )
+                break
+            except Exception:  # noqa: BLE001 - a fault under test: try again
+                if self._stop.wait(0.5):
+                    return ""
+        self._cpu.clear()
         for pod in listed.items:
             self._record(pod)
-        version = listed.metadata.resource_version
+        return str(listed.metadata.resource_version)
+
+    def _run(self) -> None:
+        version = self._list()
         self._ready.set()
         while not self._stop.is_set():
             stream: Any = k8s_watch.Watch()  # type: ignore[no-untyped-call]
@@ -95,6 +113,7 @@ class BoundPeak:
                 for event in stream.stream(
                     self._core.list_namespaced_pod,
                     self._namespace,
+                    label_selector=self._selector,
                     resource_version=version,
                     timeout_seconds=5,
                 ):
@@ -104,12 +123,7 @@ class BoundPeak:
                     if self._stop.is_set():
                         break
             except Exception:  # noqa: BLE001 - a fault under test: list again
-                time.sleep(0.2)
-                listed = self._core.list_namespaced_pod(self._namespace)
-                self._cpu.clear()
-                for pod in listed.items:
-                    self._record(pod)
-                version = listed.metadata.resource_version
+                version = self._list()
 
 
 def create_namespace(sandbox: Sandbox, name: str) -> None:

@@ -179,7 +179,10 @@ def run_control_plane(
         "compaction": compact_and_restart,
     }[fault]
     before = lists(box)
-    with BoundPeak(box, NAMESPACE) as peak, Duplicates(flow.extender, key) as duplicates:
+    with (
+        BoundPeak(box, NAMESPACE, f"burst={fault}") as peak,
+        Duplicates(flow.extender, key) as duplicates,
+    ):
         burst(box, fault, pods, scheduler="faults", namespace=NAMESPACE, cpu="10m")
         time.sleep(1)  # duplicates and bindings under way
         started = time.monotonic()
@@ -206,6 +209,7 @@ def run_control_plane(
     bindings = sorted(set(peak.bindings.values()))
     lost = (
         (pods - len(peak.bindings))
+        + sum(1 for times in peak.bindings.values() if times != 1)
         + abs(jobs - 1)
         + sum(1 for s in duplicates.statuses if s >= 500 and s != 503)
     )
@@ -244,7 +248,7 @@ def run_extender_kill(
     ignorable: they wait, and are bound after it is back."""
     box = flow.sandbox
     flow.clear()
-    with BoundPeak(box, NAMESPACE) as peak:
+    with BoundPeak(box, NAMESPACE, "burst in (plain, strict)") as peak:
         burst(box, "plain", pods, scheduler="faults", namespace=NAMESPACE, cpu="10m")
         burst(box, "strict", pods, scheduler="faults-strict", namespace=NAMESPACE, cpu="10m")
         box.supervisor.kill_named("extender")
@@ -296,3 +300,84 @@ def _ready(url: str) -> bool:
         return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def lease_holder(sandbox: Sandbox, name: str = "loadsched-annotator") -> str:
+    lease: Any = k8s.CoordinationV1Api(sandbox.api).read_namespaced_lease(name, "default")
+    return str(lease.spec.holder_identity or "")
+
+
+def round_stamps(sandbox: Sandbox, metric: str = "cpu_usage_avg_5m") -> dict[str, datetime]:
+    """The timestamp of ``metric`` on every node (one round writes one per node)."""
+    stamps = {}
+    nodes: Any = sandbox.core.list_node().items
+    for node in nodes:
+        sample = decode((node.metadata.annotations or {}).get(metric, ""))
+        if isinstance(sample, Sample):
+            stamps[node.metadata.name] = sample.timestamp
+    return stamps
+
+
+def rounds_mixed(stamps: dict[str, datetime]) -> bool:
+    """True while the nodes carry values of different rounds (stamps over 1 s apart)."""
+    if len(stamps) < len(NODES):
+        return True
+    return (max(stamps.values()) - min(stamps.values())).total_seconds() > 1.0
+
+
+def run_annotator_kill(flow: Flow, *, period: float = 5.0, lease: float = 15.0) -> FaultRow:
+    """A follower joins the flow's annotator on its Lease; the leader is SIGKILLed right
+    after the first node got a new round's value (mid-round when the round is still being
+    written). Measured: how long until the follower holds the lease, and how long the nodes
+    carried values from different rounds."""
+    box = flow.sandbox
+    box.start_annotator(
+        prometheus_url=flow.stack.prometheus.url,
+        name="annotator-b",
+        args=["--policy", str(POLICY), "--lease-namespace", "default"],
+    )
+    wait_for(lambda: lease_holder(box) == "annotator", timeout=30, what="annotator to lead")
+    last = round_stamps(box).get("node-1")
+    wait_for(
+        lambda: round_stamps(box).get("node-1") != last,
+        timeout=3 * period,
+        what="a new round",
+        interval=0.02,
+    )
+    box.supervisor.kill_named("annotator")
+    killed = time.monotonic()
+    caught_mixed = rounds_mixed(round_stamps(box))
+    wait_for(
+        lambda: lease_holder(box) == "annotator-b",
+        timeout=lease + 30,
+        what="annotator-b to take the lease",
+        interval=0.2,
+    )
+    took_over = time.monotonic() - killed
+    mixed_until = killed
+    deadline = killed + lease + 4 * period
+    writes_after: datetime | None = None
+    while time.monotonic() < deadline:
+        stamps = round_stamps(box)
+        if rounds_mixed(stamps):
+            mixed_until = time.monotonic()
+        elif writes_after is None and time.monotonic() - killed > took_over:
+            writes_after = min(stamps.values())
+            break
+        time.sleep(0.1)
+    mixed = mixed_until - killed if caught_mixed else 0.0
+    # restore: the killed one comes back as the follower
+    box.supervisor.start_again("annotator")
+    box.supervisor.stop_named("annotator-b")
+    return FaultRow(
+        fault="annotator leader SIGKILLed mid-round",
+        work=f"rounds every {period:g}s on {len(NODES)} nodes",
+        outcome=(
+            f"follower leads after {took_over:.1f}s (lease {lease:g}s); "
+            f"nodes mixed rounds for {mixed:.1f}s"
+            + ("" if caught_mixed else " (the round was whole at the kill)")
+        ),
+        lost=0 if writes_after is not None else 1,
+        recover_seconds=max(took_over, mixed),
+        details={"took_over": took_over, "mixed": mixed, "caught_mixed": caught_mixed},
+    )
