@@ -255,12 +255,20 @@ class LoadAwareExtender:
         return found
 
     def _score(self, verdict: Verdict | None, demand: PodDemand | None) -> int:
-        if verdict is None:
-            return 0
-        if demand is None:
-            return verdict.extender_score
-        score = pod_score(verdict.strategy, verdict.score, verdict.hot, self._rules, demand)
-        return to_extender_score(score)
+        return extender_score(verdict, demand, self._rules)
+
+    @property
+    def rules(self) -> LoadRules:
+        return self._rules
+
+    @property
+    def quota(self) -> QuotaGate | None:
+        return self._quota
+
+    def view(self, now: datetime) -> NodeView:
+        """Every cached node's verdict at ``now``, as names-only filter and prioritize read
+        it; :class:`NamesOnlyUnavailable` without a node cache."""
+        return self._view(now)
 
     def preempt(self, args: PreemptionArgs) -> PreemptionResult:
         """Load has no say in preemption; elastic quotas replace the scheduler's victims with
@@ -288,6 +296,31 @@ class LoadAwareExtender:
         return PreemptionResult(NodeNameToMetaVictims=proposed)
 
 
+def refusal(
+    name: str, verdict: Verdict | None, *, fail_closed: bool, check: bool
+) -> tuple[str, tuple[str, str]] | None:
+    """Why filter rejects node ``name`` (its message and (metric, reason)), or ``None`` when it
+    passes: ``verdict`` is ``None`` for a node the cache lacks; ``check`` is false for a
+    DaemonSet pod, which load never keeps off a node."""
+    if not check:
+        return None
+    if verdict is None:
+        return (NOT_CACHED_CLOSED.format(name), ("*", "not-cached")) if fail_closed else None
+    if verdict.overload is not None:
+        return verdict.overload, verdict.overload_reason or ("*", "overloaded")
+    return None
+
+
+def extender_score(verdict: Verdict | None, demand: PodDemand | None, rules: LoadRules) -> int:
+    """The 0..10 prioritize answers for a node: 0 for one the cache lacks; the verdict's own
+    score, or with a strategy (``demand`` given) the pod's (:func:`pod_score`)."""
+    if verdict is None:
+        return 0
+    if demand is None:
+        return verdict.extender_score
+    return to_extender_score(pod_score(verdict.strategy, verdict.score, verdict.hot, rules, demand))
+
+
 class _Tally:
     """One filter call's rejections and counts."""
 
@@ -305,18 +338,14 @@ class _Tally:
         """True if the node passes; records why not, and what was unknown."""
         if verdict is None:
             self.uncached += 1
-            if self.check and self.fail_closed:
-                self.rejected[name] = NOT_CACHED_CLOSED.format(name)
-                self.reasons[("*", "not-cached")] += 1
-                return False
-            return True
-        if verdict.unknown:
+        elif verdict.unknown:
             self.unknown.update(verdict.unknown)
-        if self.check and verdict.overload is not None:
-            self.rejected[name] = verdict.overload
-            self.reasons[verdict.overload_reason or ("*", "overloaded")] += 1
-            return False
-        return True
+        refused = refusal(name, verdict, fail_closed=self.fail_closed, check=self.check)
+        if refused is None:
+            return True
+        self.rejected[name], reason = refused
+        self.reasons[reason] += 1
+        return False
 
     def judge_all(self, names: list[str], view: NodeView) -> None:
         """:meth:`judge` for many names at once, from the view's indexes (names-only mode)."""
