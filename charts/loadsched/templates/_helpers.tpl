@@ -91,6 +91,10 @@ extenders:
     {{- if .Values.extender.tls.enabled }}
     tlsConfig:
       caFile: /etc/kubernetes/extender-tls/ca.crt
+      {{- if .Values.extender.tls.clientAuth.enabled }}
+      certFile: /etc/kubernetes/extender-client/tls.crt
+      keyFile: /etc/kubernetes/extender-client/tls.key
+      {{- end }}
     {{- end }}
 {{- end -}}
 
@@ -135,6 +139,9 @@ extenders:
 {{- if .Values.extender.tls.enabled }}
 - --tls-cert-file=/etc/loadsched/tls/tls.crt
 - --tls-key-file=/etc/loadsched/tls/tls.key
+{{- if .Values.extender.tls.clientAuth.enabled }}
+- --tls-client-ca-file=/etc/loadsched/tls/ca.crt
+{{- end }}
 {{- end }}
 {{- end -}}
 
