@@ -33,7 +33,8 @@ MEMORY = {n.name: 0.50 for n in NODES} | {QUIET: 0.10}
 BURST, REQUEST, CORES = 30, 0.5, 8
 ESTIMATE = 0.85 * REQUEST / CORES
 IN_FLIGHT = 1
-"""Bindings kube-scheduler may make before the extender's watch shows the previous one."""
+"""Bindings kube-scheduler may make before the extender's pod watch shows the previous one
+(the whole burst binds in about 0.4 s)."""
 
 
 def headroom(node: str) -> int:
@@ -135,7 +136,11 @@ def test_estimation_spreads_a_burst_that_the_hot_value_piles_onto_one_node(
     hot_only = burst(sandbox, stack, tmp_path_factory, BY_KEY["hot-only"])
     allowed = {node: headroom(node) + IN_FLIGHT for node in estimation}
     over = {node: n for node, n in estimation.items() if n > allowed[node]}
-    assert not over, f"estimation placed more than the headroom {allowed}: {estimation}"
+    assert not over, (
+        f"estimation placed more than the headroom {allowed}: {estimation} (the extender learns "
+        f"bindings from its pod watch: pods kube-scheduler binds before the watch delivers the "
+        f"previous ones are not estimated)"
+    )
     assert sum(hot_only.values()) == BURST, f"hot value only: {hot_only}"
     assert hot_only[QUIET] > allowed[QUIET], (
         f"hot value only should pile onto {QUIET} beyond its headroom: {hot_only}; "
