@@ -8,8 +8,10 @@ injects one fault and returns its :class:`~sandbox.faults.FaultRow`.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -149,8 +151,29 @@ class Duplicates:
 
 
 def lists(sandbox: Sandbox) -> dict[str, int]:
+    """LISTs kube-apiserver has served per watched resource since it started (every client:
+    kube-scheduler, kube-controller-manager and this harness included)."""
     counts = sandbox.apiserver_requests("LIST")
     return {r: counts.get(r, 0) for r in WATCHED}
+
+
+LISTED = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ INFO shared\.kube\.watching: (.+?): listed "
+)
+
+
+def relists(sandbox: Sandbox, since: datetime, components: tuple[str, ...]) -> Counter[str]:
+    """LISTs each watch of loadsched's ``components`` made at or after ``since`` (local
+    time, as their logs write it), from their logs: ``component/watch`` → count."""
+    counts: Counter[str] = Counter()
+    floor = since.replace(microsecond=0)
+    for component in components:
+        path = sandbox.supervisor.log_dir / f"{component}.log"
+        for line in path.read_text(errors="replace").splitlines():
+            found = LISTED.match(line)
+            if found and datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S") >= floor:
+                counts[f"{component}/{found[2]}"] += 1
+    return counts
 
 
 def run_control_plane(
@@ -186,6 +209,7 @@ def run_control_plane(
         burst(box, fault, pods, scheduler="faults", namespace=NAMESPACE, cpu="10m")
         time.sleep(1)  # duplicates and bindings under way
         started = time.monotonic()
+        fault_at = datetime.now()  # noqa: DTZ005 - the services log local time
         restart()
         up = time.monotonic()
         back = datetime.now(UTC)
@@ -200,17 +224,22 @@ def run_control_plane(
         )
         fresh_at = time.monotonic()
     after_recovery = lists(box)
+    recovered = datetime.now()  # noqa: DTZ005 - the services log local time
     time.sleep(quiet_window)
     later = lists(box)
     restarted = fault != "etcd"  # kube-apiserver's counters start again from 0
     relisted = {r: after_recovery[r] - (0 if restarted else before[r]) for r in WATCHED}
     quiet = {r: later[r] - after_recovery[r] for r in WATCHED}
+    ours = relists(box, fault_at, ("extender", "annotator"))
+    ours_quiet = relists(box, recovered, ("extender", "annotator"))
     jobs = flow.jobs_with_key(key)
     bindings = sorted(set(peak.bindings.values()))
     lost = (
         (pods - len(peak.bindings))
         + sum(1 for times in peak.bindings.values() if times != 1)
         + abs(jobs - 1)
+        + sum(count - 1 for count in ours.values() if count > 1)
+        + sum(ours_quiet.values())
         + sum(1 for s in duplicates.statuses if s >= 500 and s != 503)
     )
     return FaultRow(
@@ -222,7 +251,10 @@ def run_control_plane(
         work=f"{pods} pods, annotator rounds, 50 duplicate POSTs",
         outcome=(
             f"{len(peak.bindings)}/{pods} bound (each {bindings}), {jobs} Job, "
-            f"LISTs {sum(relisted.values())} then {sum(quiet.values())} in {quiet_window:g}s"
+            f"loadsched re-listed {sum(ours.values())} watches "
+            f"(max {max(ours.values(), default=0)} per watch), then {sum(ours_quiet.values())} "
+            f"in {quiet_window:g}s; all clients' LISTs {sum(relisted.values())} "
+            f"then {sum(quiet.values())}"
         ),
         lost=lost,
         recover_seconds=max(bound_at, fresh_at) - started,
@@ -233,6 +265,8 @@ def run_control_plane(
             "statuses": sorted(set(duplicates.statuses)),
             "relisted": relisted,
             "quiet": quiet,
+            "ours": dict(ours),
+            "ours_quiet": dict(ours_quiet),
             "down_seconds": up - started,
             "bound_seconds": bound_at - started,
             "fresh_seconds": fresh_at - started,

@@ -3,9 +3,10 @@ etcd): a burst of 200 pods through kube-scheduler and the extender, annotator ro
 Prometheus, 50 duplicate POSTs of one key to /v1/jobs across the fault.
 
 After each: every pod bound exactly once, every node's annotations written by a round after
-the fault from Prometheus' current values, one Job for the key and no 5xx but 503, and the
-watches settled (no LIST of a watched resource in the quiet window after recovery: no
-re-list loop). Time to recover is printed by bench/faults.py, not asserted.
+the fault from Prometheus' current values, one Job for the key and no 5xx but 503, and each
+of the extender's and the annotator's watches listed again at most once, none in the quiet
+window after recovery (no re-list loop; counted from their logs, since kube-apiserver's
+LIST counts include kube-scheduler, kube-controller-manager and this harness). Time to recover is printed by bench/faults.py, not asserted.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def test_work_survives(flow: Flow, fault: str) -> None:
     assert details["jobs"] == 1
     assert set(details["statuses"]) <= {0, 200, 201, 503}, details["statuses"]
     assert {200, 201} & set(details["statuses"])
-    assert sum(details["quiet"].values()) == 0, details["quiet"]
+    # each of loadsched's watches lists again at most once, and none after the recovery
+    assert set(details["ours"].values()) <= {1}, details["ours"]
+    assert details["ours_quiet"] == {}
     assert row.lost == 0
 
 
