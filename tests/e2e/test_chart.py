@@ -5,6 +5,7 @@ of the other end-to-end tests already run as the chart's ServiceAccounts: see co
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.request
 from pathlib import Path
@@ -184,6 +185,21 @@ def container(deployment: dict[str, Any]) -> dict[str, Any]:
 
 def grants_jobs(role: dict[str, Any]) -> bool:
     return any("batch" in rule["apiGroups"] for rule in role["rules"])
+
+
+def test_the_grafana_dashboard_is_off_by_default_and_labelled_for_the_sidecar() -> None:
+    def dashboards(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [o for o in objects if o["metadata"]["name"].endswith("-dashboard")]
+
+    assert dashboards(chart.render()) == []
+    (config,) = dashboards(chart.render(ALL_FEATURES))
+    assert config["kind"] == "ConfigMap"
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config["metadata"]["annotations"] == {"grafana_folder": "loadsched"}
+    shipped = json.loads((chart.CHART / "files" / "dashboard.json").read_text())
+    assert json.loads(config["data"]["loadsched.json"]) == shipped
+    (moved,) = dashboards(chart.render({"dashboard": {"enabled": True, "namespace": "grafana"}}))
+    assert moved["metadata"]["namespace"] == "grafana"
 
 
 def test_dispatch_runs_apart_and_alone_holds_the_job_permissions() -> None:
