@@ -15,7 +15,7 @@ from datetime import datetime
 import msgspec
 
 from extender.scheduling.placements import PlacementIndex
-from extender.scheduling.wire import NODE_DECODER, HostPriority, Node
+from extender.scheduling.wire import ENCODER, NODE_DECODER, HostPriority, Node
 from shared.annotations import Sample
 from shared.estimation import NodeSize, Placement
 from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate, future_detail
@@ -146,32 +146,66 @@ def cached_load(
     return CachedLoad(load, key, warnings)
 
 
-class NodeView:
-    """Every cached node's verdict, indexed for names-only requests: the names that pass with
-    every value known (``clean``), prebuilt scores, and for the rest their rejection message,
-    its (metric, reason) and their unknown values. Each request then costs one set or dict
-    lookup per node. ``version`` changes with every change, so answers computed from one
-    version can be kept until the next (:class:`extender.scheduling.AnswerMemo`)."""
+Standing = tuple[()] | tuple[str, tuple[str, str]]
+"""A node's filter outcome in a :class:`NodeView`: (rejection message, (metric, reason)), or
+:data:`PASSES`."""
 
-    __slots__ = ("clean", "reasons", "refusals", "scores", "unknowns", "verdicts", "version")
+PASSES: Standing = ()
+"""A passing node's standing: empty, so false, and one object, so counted by identity."""
+
+
+class NodeView:
+    """Every cached node's verdict, indexed for names-only requests and kept up to date node by
+    node (:meth:`put`, :meth:`drop`), so that a change costs in proportion to the nodes changed
+    and a request one dictionary lookup per name asked about, in C (no per-name Python):
+
+    - ``standing``: every cached node's (rejection message, (metric, reason)), ``()`` when it
+      passes (:data:`PASSES`);
+    - ``encoded_scores``: its prioritize entry, already JSON (joined into the answer as is);
+    - ``unknowns``: its unknown values, for nodes that have some;
+    - ``reasons``: the (metric, reason) of each rejected node.
+
+    ``clean`` (passing with every value known), ``scores`` and ``refusals`` are the same facts
+    for other readers. ``version`` changes with every change, so answers computed from one
+    version can be kept until the next (:class:`extender.scheduling.verbs.AnswerMemo`)."""
+
+    __slots__ = (
+        "clean",
+        "encoded_scores",
+        "reasons",
+        "refusals",
+        "scores",
+        "standing",
+        "unknowns",
+        "verdicts",
+        "version",
+    )
 
     def __init__(self) -> None:
         self.version = 0
         self.verdicts: dict[str, Verdict] = {}
         self.clean: set[str] = set()
         self.scores: dict[str, HostPriority] = {}
+        self.encoded_scores: dict[str, bytes] = {}
+        self.standing: dict[str, Standing] = {}
         self.refusals: dict[str, str] = {}
         self.reasons: dict[str, tuple[str, str]] = {}
         self.unknowns: dict[str, tuple[tuple[str, str], ...]] = {}
 
     def put(self, name: str, verdict: Verdict) -> None:
+        if self.verdicts.get(name) is verdict:
+            return  # re-evaluated to the very same verdict: nothing to change
         self.drop(name)
-        self.version += 1
         self.verdicts[name] = verdict
-        self.scores[name] = HostPriority(name, verdict.extender_score)
-        if verdict.overload is not None:
+        score = self.scores[name] = HostPriority(name, verdict.extender_score)
+        self.encoded_scores[name] = ENCODER.encode(score)
+        if verdict.overload is None:
+            self.standing[name] = PASSES
+        else:
+            reason = verdict.overload_reason or ("*", "overloaded")
+            self.standing[name] = (verdict.overload, reason)
             self.refusals[name] = verdict.overload
-            self.reasons[name] = verdict.overload_reason or ("*", "overloaded")
+            self.reasons[name] = reason
         if verdict.unknown:
             self.unknowns[name] = verdict.unknown
         if verdict.overload is None and not verdict.unknown:
@@ -179,7 +213,15 @@ class NodeView:
 
     def drop(self, name: str) -> None:
         self.version += 1
-        for index in (self.verdicts, self.scores, self.refusals, self.reasons, self.unknowns):
+        for index in (
+            self.verdicts,
+            self.scores,
+            self.encoded_scores,
+            self.standing,
+            self.refusals,
+            self.reasons,
+            self.unknowns,
+        ):
             index.pop(name, None)
         self.clean.discard(name)
 

@@ -10,12 +10,20 @@ import logging
 from collections import Counter as Tally
 from collections.abc import Callable, Hashable
 from datetime import datetime
+from itertools import chain, compress, filterfalse
+from operator import itemgetter, not_
 from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
 
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache, NodeView, RequestMemo, decode_node
+from extender.scheduling.node_view import (
+    PASSES,
+    NodeLoadCache,
+    NodeView,
+    RequestMemo,
+    decode_node,
+)
 from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.requeue import RequeueTracker
 from extender.scheduling.wire import (
@@ -29,7 +37,6 @@ from extender.scheduling.wire import (
     PodInfo,
     PreemptionArgs,
     PreemptionResult,
-    encode_filter_result,
 )
 from shared.errors import LoadschedError
 from shared.load_model import LoadRules, Verdict, to_extender_score
@@ -112,8 +119,7 @@ class LoadAwareExtender:
         self._cache = node_cache
         self._quota = quota
         self._memo = RequestMemo(rules)
-        self._filtered = AnswerMemo[tuple[bool, frozenset[str]], _Filtered]()
-        self._scored = AnswerMemo[tuple[frozenset[str], PodDemand | None], msgspec.Raw]()
+        self._scored = AnswerMemo[tuple[frozenset[str], PodDemand], msgspec.Raw]()
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
         """Full-node mode: (name, verdict, raw item) per node, in request order."""
@@ -197,21 +203,13 @@ class LoadAwareExtender:
         return self._refuse_all(args, decision.message, decision.preemption_may_help)
 
     def _filter_names(self, names: list[str], now: datetime, *, check: bool) -> _Filtered:
-        """A names-only filter answer, encoded, with its tally; once per node set and view."""
+        """A names-only filter answer, encoded, with its tally: a few passes over ``names``
+        in C against the view's per-node indexes (:class:`NodeView`), whatever changed."""
         view = self._view(now)
-        key = (check, frozenset(names))
-        found = self._filtered.get(view.version, key)
-        if found is None:
-            tally = _Tally(self._rules.fail_closed, check=check)
-            clean = view.clean
-            # Most nodes pass with every value known: look closer only at the others.
-            tally.judge_all([n for n in names if n not in clean], view)
-            refused = tally.rejected
-            passing = [n for n in names if n not in refused] if refused else list(names)
-            result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=refused)
-            found = _Filtered(msgspec.Raw(encode_filter_result(result)), tally, bool(passing))
-            self._filtered.put(key, found)
-        return found
+        tally = _Tally(self._rules.fail_closed, check=check)
+        passing = tally.judge_all(names, view)
+        result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.rejected)
+        return _Filtered(msgspec.Raw(ENCODER.encode(result)), tally, bool(passing))
 
     def _refuse_all(self, args: ExtenderArgs, message: str, preemptible: bool) -> FilterResult:
         if args.NodeNames is not None:
@@ -239,19 +237,23 @@ class LoadAwareExtender:
             ]
         names = args.NodeNames
         view = self._view(now)
+        if demand is None:
+            found = _join_scores(names, view)
+        else:
+            found = self._scored_for(names, demand, view)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("pod/%s: scores %s", pod.key, bytes(found)[:400].decode(errors="replace"))
+        return found
+
+    def _scored_for(self, names: list[str], demand: PodDemand, view: NodeView) -> msgspec.Raw:
+        """Scores that depend on the pod: once per node set, demand and view."""
         key = (frozenset(names), demand)
         found = self._scored.get(view.version, key)
         if found is None:
-            if demand is None:
-                get = view.scores.get
-                scores = [get(n) or HostPriority(n, 0) for n in names]
-            else:
-                verdicts = view.verdicts.get
-                scores = [HostPriority(n, self._score(verdicts(n), demand)) for n in names]
+            verdicts = view.verdicts.get
+            scores = [HostPriority(n, self._score(verdicts(n), demand)) for n in names]
             found = msgspec.Raw(ENCODER.encode(scores))
             self._scored.put(key, found)
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("pod/%s: scores %s", pod.key, bytes(found)[:400].decode(errors="replace"))
         return found
 
     def _score(self, verdict: Verdict | None, demand: PodDemand | None) -> int:
@@ -347,29 +349,58 @@ class _Tally:
         self.reasons[reason] += 1
         return False
 
-    def judge_all(self, names: list[str], view: NodeView) -> None:
-        """:meth:`judge` for many names at once, from the view's indexes (names-only mode)."""
-        verdicts = view.verdicts
-        missing = [n for n in names if n not in verdicts]
+    def judge_all(self, names: list[str], view: NodeView) -> list[str]:
+        """:meth:`judge` for many names at once, from the view's indexes (names-only mode);
+        the names that pass, in order. One lookup per name, then passes in C over the
+        results: a node's standing is ``()`` when it passes, (message, reason) when it does
+        not and ``None`` when the view lacks it."""
+        standing = list(map(view.standing.get, names))
+        refused = list(filter(None, standing))
+        missing = (
+            [n for n, s in zip(names, standing, strict=True) if s is None]
+            if len(names) - standing.count(PASSES) - len(refused)
+            else []
+        )
         self.uncached += len(missing)
         if view.unknowns:
-            for unknown in filter(None, map(view.unknowns.get, names)):
-                self.unknown.update(unknown)
+            found = filter(None, map(view.unknowns.get, names))
+            self.unknown.update(chain.from_iterable(found))
         if not self.check:
-            return
-        refusals = view.refusals
-        rejected = {n: refusals[n] for n in names if n in refusals}
-        self.reasons.update(map(view.reasons.__getitem__, rejected))
-        self.rejected.update(rejected)
+            return names
+        if refused:
+            messages = map(itemgetter(0), refused)
+            self.rejected.update(zip(compress(names, standing), messages, strict=True))
+            self.reasons.update(map(itemgetter(1), refused))
         if self.fail_closed and missing:
             self.rejected.update((n, NOT_CACHED_CLOSED.format(n)) for n in missing)
             self.reasons[("*", "not-cached")] += len(missing)
+            return list(filterfalse(self.rejected.__contains__, names))
+        return list(compress(names, map(not_, standing))) if refused else names
 
     def report(self, metrics: ExtenderMetrics) -> None:
         metrics.count_filtered(self.reasons)
         metrics.count_unknown(self.unknown)
         if self.uncached:
             metrics.uncached_nodes.inc(self.uncached)
+
+
+def _join_scores(names: list[str], view: NodeView) -> msgspec.Raw:
+    """The prioritize answer for ``names``, joined from each node's encoded entry; a node the
+    view lacks scores 0."""
+    encoded = view.encoded_scores
+    try:
+        return msgspec.Raw(b"".join((b"[", b",".join(map(encoded.get, names)), b"]")))  # type: ignore[arg-type]
+    except TypeError:  # a None among them: a name the view lacks
+        missing = ENCODER.encode
+        return msgspec.Raw(
+            b"".join(
+                (
+                    b"[",
+                    b",".join(encoded.get(n) or missing(HostPriority(n, 0)) for n in names),
+                    b"]",
+                )
+            )
+        )
 
 
 def _sample(rejected: dict[str, str], limit: int = 5) -> str:
