@@ -290,18 +290,13 @@ def run_extender_kill(
         return sum(1 for node in box.placements(f"burst={label}", NAMESPACE).values() if node)
 
     def create() -> None:
+        burst(box, "strict", pods, scheduler="faults-strict", namespace=NAMESPACE, cpu="10m")
         burst(box, "plain", pods // 2, scheduler="faults", namespace=NAMESPACE, cpu="10m")
 
     with BoundPeak(box, NAMESPACE, "burst in (plain, late, strict)") as peak:
         creating = threading.Thread(target=create, daemon=True)
         creating.start()
-        burst(box, "strict", pods, scheduler="faults-strict", namespace=NAMESPACE, cpu="10m")
-        wait_for(
-            lambda: bound("strict") >= 10 and bound("plain") >= 10,
-            timeout=60,
-            what="the burst under way",
-            interval=0.05,
-        )
+        wait_for(lambda: bound("strict") >= 10, timeout=60, what="the burst under way")
         box.supervisor.kill_named("extender")
         killed = time.monotonic()
         say("extender killed")
