@@ -3,23 +3,39 @@ by the service's :class:`~shared.kube.retrying.RetryPolicy` on connect errors, t
 429 (after its ``Retry-After``) and conflicts; a deleted node is skipped.
 
 The patch sets fixed values and carries no ``resourceVersion``, so sending it twice equals
-sending it once: it is retried like a read, and re-applied after a 409."""
+sending it once: it is retried like a read, and re-applied after a 409.
+
+A round patches every node, so the client's own work per PATCH counts: :class:`PatchTransport`
+sends PATCH requests over kept-alive HTTP/1.1 connections of its own, each request in one
+write and its answer parsed by ``httptools``, and hands every other request (watches, lists,
+the lease) to httpx's own transport. :func:`kube_client` builds the annotator's client with it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import ssl
+import time
+from collections import deque
 from collections.abc import Mapping
+from typing import cast
 
+import httptools
 import httpx
 import msgspec
 
 from shared.errors import APINotFoundError
 from shared.kube import patching
+from shared.kube.config import KubeEndpoint
 from shared.kube.paths import NODES
 from shared.kube.requesting import DEFAULT_RETRY
 from shared.kube.retrying import RetryPolicy
 
 logger = logging.getLogger(__name__)
+
+KEEPALIVE_EXPIRY = 5.0
+"""Seconds an idle connection is kept (httpx's default): the API server closes idle ones."""
 
 
 class NodePatcher:
@@ -46,3 +62,206 @@ class NodePatcher:
             logger.info("node/%s: deleted meanwhile; skipped", node)
             return False
         return True
+
+
+def kube_client(
+    endpoint: KubeEndpoint,
+    *,
+    max_connections: int,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> httpx.AsyncClient:
+    """The annotator's API client: ``transport`` when given (tests), else a
+    :class:`PatchTransport` keeping up to ``max_connections`` connections of each kind."""
+    if transport is None:
+        transport = PatchTransport(endpoint, max_connections=max_connections)
+    return endpoint.client(transport=transport, max_connections=max_connections)
+
+
+def _ssl_context(endpoint: KubeEndpoint) -> ssl.SSLContext:
+    """The endpoint's TLS settings as one context, as httpx would build it."""
+    if isinstance(endpoint.verify, ssl.SSLContext):
+        context = endpoint.verify
+    elif endpoint.verify:
+        context = ssl.create_default_context()
+    else:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if endpoint.cert:
+        context.load_cert_chain(*endpoint.cert)
+    return context
+
+
+class _Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection: one request at a time, its answer gathered by httptools."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[None] | None = None
+        self._received = False
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+        self.status = 0
+        self.keep_alive = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+
+    def data_received(self, data: bytes) -> None:
+        self._received = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as e:
+            self._fail(httpx.RemoteProtocolError(f"malformed response: {e}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._received:
+            self._fail(httpx.ReadError(f"connection lost during the response: {exc}"))
+        else:
+            self._fail(httpx.RemoteProtocolError("server closed the connection without a response"))
+
+    # httptools callbacks
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.status = self._parser.get_status_code()
+        self.keep_alive = self._parser.should_keep_alive()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _fail(self, error: Exception) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+
+    async def exchange(self, data: bytes, timeout: float | None) -> None:
+        """Write ``data`` (one whole request) and wait for its whole answer."""
+        assert self.transport is not None
+        self.headers, self.body, self._received = [], [], False
+        self._waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(data)
+        try:
+            async with asyncio.timeout(timeout):
+                await self._waiter
+        except TimeoutError:
+            raise httpx.ReadTimeout(f"no answer within {timeout}s") from None
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class PatchTransport(httpx.AsyncBaseTransport):
+    """PATCH over kept-alive HTTP/1.1 connections, each request written in one piece; any other
+    request, or a PATCH whose body streams, goes to ``fallback`` (httpx's own transport)."""
+
+    def __init__(
+        self,
+        endpoint: KubeEndpoint,
+        *,
+        max_connections: int,
+        fallback: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        url = httpx.URL(endpoint.host)
+        self._tls = _ssl_context(endpoint) if url.scheme == "https" else None
+        self._fallback = fallback or httpx.AsyncHTTPTransport(
+            verify=self._tls or True,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
+        self._max_idle = max_connections
+        self._idle: dict[tuple[str, str, int], deque[_Connection]] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "PATCH" or not isinstance(request.stream, httpx.ByteStream):
+            return await self._fallback.handle_async_request(request)
+        data = _serialize(request)
+        timeouts = request.extensions.get("timeout", {})
+        origin = (
+            request.url.scheme,
+            request.url.host,
+            request.url.port or _PORTS[request.url.scheme],
+        )
+        connection = self._idle_connection(origin) or await self._connect(
+            origin, timeouts.get("connect")
+        )
+        try:
+            await connection.exchange(data, timeouts.get("read"))
+        except BaseException:
+            connection.close()
+            raise
+        response = httpx.Response(
+            connection.status,
+            headers=connection.headers,
+            stream=httpx.ByteStream(b"".join(connection.body)),
+            extensions={"http_version": b"HTTP/1.1"},
+        )
+        self._release(origin, connection)
+        return response
+
+    def _idle_connection(self, origin: tuple[str, str, int]) -> _Connection | None:
+        pool = self._idle.get(origin)
+        expired = time.monotonic() - KEEPALIVE_EXPIRY
+        while pool:
+            connection = pool.pop()
+            if not connection.closed and connection.idle_since >= expired:
+                return connection
+            connection.close()
+        return None
+
+    def _release(self, origin: tuple[str, str, int], connection: _Connection) -> None:
+        pool = self._idle.setdefault(origin, deque())
+        if connection.closed or not connection.keep_alive or len(pool) >= self._max_idle:
+            connection.close()
+            return
+        connection.idle_since = time.monotonic()
+        pool.append(connection)
+
+    async def _connect(self, origin: tuple[str, str, int], timeout: float | None) -> _Connection:
+        scheme, host, port = origin
+        loop = asyncio.get_running_loop()
+        tls = self._tls if scheme == "https" else None
+        try:
+            async with asyncio.timeout(timeout):
+                _, connection = await loop.create_connection(
+                    _Connection, host, port, ssl=tls, server_hostname=host if tls else None
+                )
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"connect to {host}:{port}: timed out") from None
+        except (OSError, ssl.SSLError) as e:
+            raise httpx.ConnectError(f"connect to {host}:{port}: {e}") from e
+        return connection
+
+    async def aclose(self) -> None:
+        for pool in self._idle.values():
+            for connection in pool:
+                connection.close()
+        self._idle.clear()
+        await self._fallback.aclose()
+
+
+_PORTS = {"http": 80, "https": 443}
+
+
+def _serialize(request: httpx.Request) -> bytes:
+    """The request line, headers and body as the bytes sent."""
+    head = [request.method.encode(), b" ", request.url.raw_path, b" HTTP/1.1\r\n"]
+    for name, value in request.headers.raw:
+        if b"\r" in value or b"\n" in value or b"\r" in name or b"\n" in name:
+            raise httpx.LocalProtocolError(f"header {name!r}: line breaks are not allowed")
+        head += (name, b": ", value, b"\r\n")
+    head += (b"\r\n", request.content)
+    return b"".join(head)

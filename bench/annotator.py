@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from annotator.hot_value import BindingWindows  # noqa: E402
 from annotator.metrics import AnnotatorMetrics  # noqa: E402
 from annotator.objects import NODE_DECODER, Node, NodeStore  # noqa: E402
-from annotator.patching import NodePatcher  # noqa: E402
+from annotator.patching import NodePatcher, kube_client  # noqa: E402
 from annotator.prometheus import PrometheusClient  # noqa: E402
 from annotator.sync import AnnotationSync, MetricSync, RoundReport  # noqa: E402
 from sandbox.build import cache_root  # noqa: E402
@@ -191,7 +191,7 @@ async def measure(
     jobs = MetricSync.all_from(policy)
     endpoint = load_endpoint(str(box.kubeconfig))
     # as annotator.main sizes its pool: the writers plus room for the watches
-    async with endpoint.client(max_connections=CONCURRENCY + 6) as kube:
+    async with kube_client(endpoint, max_connections=CONCURRENCY + 6) as kube:
         store = NodeStore()
         await Reflector[Node](
             client=kube, path="/api/v1/nodes", decode=NODE_DECODER.decode, store=store, name="nodes"

@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
 from fastapi import HTTPException
@@ -42,6 +42,18 @@ from shared.kube.retrying import RetryPolicy
 logger = logging.getLogger(__name__)
 
 AuthMode = Literal["tokenreview", "static", "none"]
+
+D = TypeVar("D", bound=Callable[..., Any])
+
+AUTHENTICATING: set[Callable[..., Any]] = set()
+"""Every FastAPI dependency that answers 401 without an accepted token (registered with
+:func:`authenticating`): what tests/extender/test_public_routes.py looks for on each route."""
+
+
+def authenticating(dependency: D) -> D:
+    """Register ``dependency`` as one that authenticates the request."""
+    AUTHENTICATING.add(dependency)
+    return dependency
 
 
 class Unauthenticated(LoadschedError):

@@ -33,7 +33,9 @@ from extender.dispatch.caches import (
 from extender.dispatch.dispatcher import Dispatcher
 from extender.dispatch.routes import cronjobs, jobs
 from extender.dispatch.templates import JobTemplate, load_templates
+from extender.scheduling import explain_routes
 from extender.scheduling import routes as scheduler
+from extender.scheduling.explain import Explainer
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import NodeLoadCache, decode_node
 from extender.scheduling.placements import PlacementIndex
@@ -151,6 +153,32 @@ def dispatch_config(
     elif settings.dispatch_auth == "none":
         logger.warning("/v1/jobs accepts requests from anyone (--dispatch-auth none)")
     return DispatchConfig(templates, static_tokens)
+
+
+def api_authorizer(settings: ExtenderSettings) -> Authorizer:
+    """Who may read the extender's own views (``/v1/status``, ``/v1/explain``): the dispatch
+    API's authentication (``--dispatch-auth``); with ``static`` and no tokens file, no token
+    is accepted. Sends its reviews once the cluster is reached (:meth:`Authorizer.attach`)."""
+    tokens = None
+    if settings.dispatch_auth == "static" and settings.dispatch_tokens_file is not None:
+        tokens = load_static_tokens(settings.dispatch_tokens_file)
+    return Authorizer(settings.dispatch_auth, static_tokens=tokens, retry=settings.kube_retry())
+
+
+def explain_service(
+    settings: ExtenderSettings,
+    rooms: frozenset[Room],
+    extender: LoadAwareExtender,
+    access: Authorizer,
+    clock: Callable[[], datetime],
+) -> explain_routes.ExplainService | None:
+    """``/v1/explain`` with the scheduling room (and a node cache); who may ask is decided as
+    for dispatch (:func:`api_authorizer`)."""
+    if "scheduling" not in rooms:
+        return None
+    if settings.dispatch_auth == "none":
+        logger.warning("/v1/explain answers anyone (--dispatch-auth none)")
+    return explain_routes.ExplainService(Explainer(extender, clock=clock), access)
 
 
 def pod_watch(
@@ -288,6 +316,7 @@ def cluster_lifespan(
     quota: QuotaGate | None,
     dispatch: DispatchConfig | None,
     requeuer: Requeuer | None,
+    access: Authorizer,
 ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     """Runs the watches and background tasks while the app serves."""
 
@@ -298,6 +327,7 @@ def cluster_lifespan(
             yield
             return
         async with endpoint.client(transport=transport) as client:
+            access.attach(client)
             state.node_reflector = Reflector[Node](
                 client=client,
                 retry=state.settings.kube_retry(),
@@ -313,6 +343,8 @@ def cluster_lifespan(
             tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in reflectors]
             if quota is not None:
                 quota.attach(client, state.settings.kube_retry())
+            if state.explain is not None:
+                state.explain.attach(client, state.settings.kube_retry())
             if requeuer is not None:
                 tasks.append(asyncio.create_task(requeuer.run(client), name="requeue"))
             try:
@@ -346,6 +378,7 @@ def assemble(
         app.scheduler_verbs = scheduler.SchedulerVerbs(state)
     app.include_router(jobs.router)
     app.include_router(cronjobs.router)
+    app.include_router(explain_routes.router)
     return app
 
 
@@ -378,6 +411,7 @@ def create_app(
         if node_cache is not None and settings.requeue and "scheduling" in rooms
         else None
     )
+    access = api_authorizer(settings)
     state = ExtenderState(
         settings=settings,
         policy=policy,
@@ -394,6 +428,8 @@ def create_app(
         ),
         node_cache=node_cache,
     )
+    if node_cache is not None:
+        state.explain = explain_service(settings, rooms, state.extender, access, clock)
     requeuer = None
     if tracker is not None and node_cache is not None:
         requeuer = Requeuer(
@@ -415,5 +451,6 @@ def create_app(
         quota=quota,
         dispatch=dispatch,
         requeuer=requeuer,
+        access=access,
     )
     return assemble(state, lifespan)

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from extender.dispatch.dispatcher import Dispatcher
+from extender.scheduling.explain_routes import ExplainService
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import NodeLoadCache
 from extender.scheduling.verbs import LoadAwareExtender
@@ -36,6 +37,8 @@ class ExtenderState:
     """Per room, the watches besides nodes it needs listed before it is ready (pods and
     quotas for scheduling with elastic quotas; pods, Jobs and CronJobs for dispatch)."""
     dispatcher: Dispatcher | None = None
+    explain: ExplainService | None = None
+    """``/v1/explain``: with the scheduling room and a node cache."""
 
     def readiness(self, room: Room | None = None) -> tuple[bool, str]:
         """Whether ``room`` (every room served, when ``None``) can answer now: once the node

@@ -3,8 +3,9 @@
 The walk covers every route the apps have, whatever their kind (FastAPI routes, plain
 Starlette routes such as FastAPI's docs pages, mounts) and the scheduler verbs served ahead of
 routing, so a route added later is checked without this file changing. A route passes when
-its path is in :data:`PUBLIC`, or when it depends on the dispatch API's authentication
-(:func:`extender.dispatch.routes.deps.authenticated`) *and* answers 401 without a token.
+its path is in :data:`PUBLIC`, or when it depends on an authentication dependency
+(:data:`extender.access.AUTHENTICATING`: dispatch's, explain's) *and* answers 401 without a
+token.
 
 Public, and why:
 - ``/healthz``, ``/readyz``, ``/readyz/{room}``: the kubelet's probes, which carry no
@@ -12,7 +13,9 @@ Public, and why:
 - ``/metrics``: Prometheus' scrape (counts, no object names or data);
 - ``/filter``, ``/prioritize``, ``/preempt``: kube-scheduler's extender protocol has no
   credentials of its own; with ``--tls-client-ca-file`` they need a client certificate
-  signed by that CA (``tests/extender/test_client_certificates.py``).
+  signed by that CA (``tests/extender/test_client_certificates.py``);
+- ``/ui``: the status page's HTML shell (no data; a browser cannot send a token with a page
+  load); its script calls ``/v1/status``, which authenticates.
 
 FastAPI's ``/docs``, ``/redoc`` and ``/openapi.json`` are not served.
 """
@@ -33,6 +36,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from annotator.health import health_app
 from annotator.metrics import AnnotatorMetrics
+from extender.access import AUTHENTICATING
 from extender.app import ExtenderApp
 from extender.dispatch.routes.deps import authenticated
 from extender.scheduling.routes import PATHS as VERB_PATHS
@@ -41,7 +45,7 @@ from tests.extender.test_route_auth import serve
 
 pytestmark = pytest.mark.anyio
 
-PUBLIC = frozenset({"/healthz", "/readyz", "/readyz/{room}", "/metrics"}) | VERB_PATHS
+PUBLIC = frozenset({"/healthz", "/readyz", "/readyz/{room}", "/metrics", "/ui"}) | VERB_PATHS
 """Answered to anyone (see the module's docstring for why each)."""
 ANNOTATOR_PUBLIC = frozenset({"/healthz", "/readyz", "/metrics"})
 PLACEHOLDERS = {"namespace": "batch", "name": "work-0123456789abcdef", "room": "scheduling"}
@@ -82,7 +86,7 @@ def depends_on_authentication(route: BaseRoute | None) -> bool:
     pending = list(route.dependant.dependencies)
     while pending:
         dependency = pending.pop()
-        if dependency.call is authenticated:
+        if dependency.call in AUTHENTICATING:
             return True
         pending += dependency.dependencies
     return False

@@ -11,19 +11,17 @@ template), which answers 403 when the cluster's RBAC says no. Handlers call neit
 # No ``from __future__ import annotations``: FastAPI reads the signature of the dependency
 # :func:`allowed` builds, whose annotations name its own arguments.
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
-from fastapi import Depends, HTTPException, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import Depends, HTTPException, Request
 
-from extender.access import Action, Caller, Forbidden, Unauthenticated
+from extender.access import Action, Caller, Forbidden, Unauthenticated, authenticating
 from extender.access import upstream as upstream
 from extender.dispatch.dispatcher import Dispatcher
 from extender.dispatch.templates import JobTemplate
+from extender.routing import JSONRoute
 from shared.errors import LoadschedError
 
 
@@ -50,33 +48,11 @@ def get_dispatcher(request: Request) -> Dispatcher:
 
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 
-
-class DispatchRoute(APIRoute):
-    """The dispatch routers' route class: a body FastAPI cannot decode at all (bytes that are
-    not UTF-8) is answered like malformed JSON, ``422`` with ``loc: ["body"]``, instead of
-    FastAPI's ``400 There was an error parsing the body``, which names nothing."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except StarletteHTTPException as e:  # FastAPI raises Starlette's own here
-                cause = e.__cause__
-                if e.status_code != 400 or not isinstance(cause, UnicodeDecodeError):
-                    raise
-                error = {
-                    "type": "json_invalid",
-                    "loc": ("body",),
-                    "msg": f"not UTF-8 JSON: {cause.reason} at byte {cause.start}",
-                    "input": {},
-                }
-                raise RequestValidationError([error]) from e
-
-        return route
+DispatchRoute = JSONRoute
+"""The dispatch routers' route class (:class:`extender.routing.JSONRoute`)."""
 
 
+@authenticating
 async def authenticated(dispatcher: DispatcherDep, request: Request) -> Caller:
     """The caller of this request; 401 (``WWW-Authenticate: Bearer``) without an accepted
     token, 502/503 when the API server cannot review it."""

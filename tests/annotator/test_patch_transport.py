@@ -1,0 +1,234 @@
+"""PatchTransport against a real HTTP/1.1 server on 127.0.0.1 (a socket, not a mock)."""
+
+import asyncio
+import gzip
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+
+from annotator.patching import NodePatcher, PatchTransport, kube_client
+from shared.errors import APIUnreachableError
+from shared.kube.config import KubeEndpoint
+from shared.kube.retrying import RetryPolicy
+
+pytestmark = pytest.mark.anyio
+
+OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
+
+
+@dataclass
+class Received:
+    connection: int
+    head: bytes
+    body: bytes
+
+
+@dataclass
+class Server:
+    """Answers each request with ``answer(received)``: bytes to send, ``b""`` to close the
+    connection without answering, ``None`` to never answer."""
+
+    answer: Callable[[Received], bytes | None]
+    received: list[Received] = field(default_factory=list)
+    connections: int = 0
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(line.split(b":", 1)[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                received = Received(number, head, await reader.readexactly(length))
+                self.received.append(received)
+                answer = self.answer(received)
+                if answer is None:
+                    await asyncio.Event().wait()
+                if not answer:
+                    break
+                writer.write(answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Callable[[Received], bytes | None]], "Started"]]:
+    servers: list[asyncio.Server] = []
+
+    async def start(answer: Callable[[Received], bytes | None]) -> Started:
+        server = Server(answer)
+        listening = await asyncio.start_server(server._serve, "127.0.0.1", 0)
+        servers.append(listening)
+        port = listening.sockets[0].getsockname()[1]
+        return Started(server, KubeEndpoint(host=f"http://127.0.0.1:{port}"))
+
+    yield start  # type: ignore[misc]
+    for listening in servers:
+        listening.close()
+
+
+@dataclass
+class Started:
+    server: Server
+    endpoint: KubeEndpoint
+
+
+async def test_patch_is_sent_whole_and_its_answer_returned_over_one_kept_connection(
+    serve,
+) -> None:
+    started = await serve(lambda r: OK)
+    async with kube_client(started.endpoint, max_connections=4) as client:
+        for name in ("n1", "n2", "n3"):
+            response = await client.patch(
+                f"/api/v1/nodes/{name}",
+                content=b'{"metadata":{"annotations":{"a":"1"}}}',
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            assert response.status_code == 200
+            assert response.json() == {"ok": True}
+            assert response.headers["content-type"] == "application/json"
+    heads = [r.head for r in started.server.received]
+    assert [h.split(b"\r\n", 1)[0] for h in heads] == [
+        b"PATCH /api/v1/nodes/n1 HTTP/1.1",
+        b"PATCH /api/v1/nodes/n2 HTTP/1.1",
+        b"PATCH /api/v1/nodes/n3 HTTP/1.1",
+    ]
+    assert b"content-type: application/merge-patch+json" in heads[0].lower()
+    assert b"user-agent: loadsched" in heads[0].lower()
+    assert {r.body for r in started.server.received} == {b'{"metadata":{"annotations":{"a":"1"}}}'}
+    assert started.server.connections == 1
+
+
+async def test_concurrent_patches_each_take_their_own_connection(serve) -> None:
+    started = await serve(lambda r: OK)
+    async with kube_client(started.endpoint, max_connections=4) as client:
+        answers = await asyncio.gather(
+            *(client.patch(f"/api/v1/nodes/n{i}", content=b"{}") for i in range(4))
+        )
+        assert [a.status_code for a in answers] == [200] * 4
+        await asyncio.gather(
+            *(client.patch(f"/api/v1/nodes/n{i}", content=b"{}") for i in range(4))
+        )
+    assert started.server.connections == 4
+    assert len(started.server.received) == 8
+
+
+async def test_other_methods_go_to_the_fallback(serve) -> None:
+    started = await serve(lambda r: OK)
+    seen: list[str] = []
+
+    def fallback(request: httpx.Request) -> httpx.Response:
+        seen.append(request.method)
+        return httpx.Response(200, json={"items": []})
+
+    transport = PatchTransport(
+        started.endpoint, max_connections=2, fallback=httpx.MockTransport(fallback)
+    )
+    async with started.endpoint.client(transport=transport) as client:
+        assert (await client.get("/api/v1/nodes")).json() == {"items": []}
+        await client.put("/api/v1/nodes/n1", content=b"{}")
+        await client.patch("/api/v1/nodes/n1", content=b"{}")
+    assert seen == ["GET", "PUT"]
+    assert len(started.server.received) == 1
+
+
+async def test_chunked_and_gzipped_answers_are_decoded(serve) -> None:
+    body = gzip.compress(json.dumps({"metadata": {"name": "n1"}}).encode())
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:]) if part
+    )
+    answer = (
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + chunks
+        + b"0\r\n\r\n"
+    )
+    started = await serve(lambda r: answer)
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        for _ in range(2):
+            response = await client.patch("/api/v1/nodes/n1", content=b"{}")
+            assert response.json() == {"metadata": {"name": "n1"}}
+    assert started.server.connections == 1
+
+
+async def test_a_connection_the_server_closes_is_not_reused(serve) -> None:
+    closing = OK.replace(b"Content-Length", b"Connection: close\r\nContent-Length")
+    started = await serve(lambda r: closing)
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        for _ in range(3):
+            assert (await client.patch("/api/v1/nodes/n1", content=b"{}")).status_code == 200
+    assert started.server.connections == 3
+
+
+async def test_a_dropped_patch_is_retried_on_a_new_connection(serve) -> None:
+    # the first request on every connection is dropped unanswered, the second answered
+    def answer(received: Received) -> bytes:
+        return b"" if received.connection == 1 else OK
+
+    started = await serve(answer)
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        patcher = NodePatcher(client, retry=RetryPolicy(attempts=3, backoff=0.001))
+        assert await patcher.patch_annotations("n1", {"cpu": "0.10000,2025-01-01T00:00:00Z"})
+    assert [r.connection for r in started.server.received] == [1, 2]
+    assert started.server.received[1].body == (
+        b'{"metadata":{"annotations":{"cpu":"0.10000,2025-01-01T00:00:00Z"}}}'
+    )
+
+
+async def test_node_patcher_answers_false_for_a_deleted_node(serve) -> None:
+    gone = (
+        b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    )
+    started = await serve(lambda r: gone)
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        assert not await NodePatcher(client).patch_annotations("gone", {"cpu": None})
+    assert started.server.received[0].body == b'{"metadata":{"annotations":{"cpu":null}}}'
+
+
+async def test_no_answer_within_the_read_timeout(serve) -> None:
+    started = await serve(lambda r: None)
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        with pytest.raises(httpx.ReadTimeout):
+            await client.patch("/api/v1/nodes/n1", content=b"{}", timeout=0.05)
+
+
+async def test_a_malformed_answer_is_a_protocol_error(serve) -> None:
+    started = await serve(lambda r: b"HTTP/1.1 2x0 what\r\n\r\n")
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        with pytest.raises(httpx.RemoteProtocolError, match="malformed"):
+            await client.patch("/api/v1/nodes/n1", content=b"{}")
+
+
+async def test_unreachable_server_is_a_connect_error_before_sending() -> None:
+    listening = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    listening.close()
+    await listening.wait_closed()
+    endpoint = KubeEndpoint(host=f"http://127.0.0.1:{port}")
+    async with kube_client(endpoint, max_connections=1) as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.patch("/api/v1/nodes/n1", content=b"{}")
+        patcher = NodePatcher(client, retry=RetryPolicy(attempts=1))
+        with pytest.raises(APIUnreachableError) as caught:
+            await patcher.patch_annotations("n1", {"cpu": None})
+        assert not caught.value.sent
+
+
+async def test_a_header_with_a_line_break_is_refused_unsent(serve) -> None:
+    started = await serve(lambda r: OK)
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        with pytest.raises(httpx.LocalProtocolError, match="line breaks"):
+            await client.patch("/api/v1/nodes/n1", content=b"{}", headers={"X-A": "1\r\nX-B: 2"})
+    assert started.server.received == []
