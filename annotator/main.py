@@ -18,7 +18,7 @@ from annotator.hot_value import BindingWindows
 from annotator.leader import LeaderElector
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NODE_DECODER, POD_DECODER, BindingStore, Node, NodeStore, Pod
-from annotator.patching import NodePatcher
+from annotator.patching import NodePatcher, kube_client
 from annotator.prometheus import PrometheusAuth, PrometheusClient
 from annotator.reclaim import QuotaController, WaitingPods
 from annotator.recording import EventRecorder
@@ -333,7 +333,7 @@ async def serve(
     prometheus = prometheus_client(settings, prometheus_transport)
     # Writes, the lease, the watches and the quota controller share the client.
     connections = settings.write_concurrency + 6
-    async with endpoint.client(transport=kube_transport, max_connections=connections) as kube:
+    async with kube_client(endpoint, max_connections=connections, transport=kube_transport) as kube:
         try:
             annotator = Annotator(settings, policy, kube, prometheus)
             if settings.once:
