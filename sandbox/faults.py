@@ -8,6 +8,7 @@ was lost (must be 0), and the seconds from the fault's end until the work was wh
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,8 @@ from shared.quantity import parse_quantity
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "charts" / "loadsched" / "crds" / "elasticquota.yaml"
 GROUP, VERSION, PLURAL = "scheduling.x-k8s.io", "v1alpha1", "elasticquotas"
+ADMITTED = "loadsched.io/admitted"
+"""Where extender replicas record admissions on an ElasticQuota (shared/quota_objects.py)."""
 
 
 @dataclass
@@ -150,6 +153,13 @@ def create_quota(sandbox: Sandbox, namespace: str, cpu: str) -> None:
     )
 
 
+def quota_annotations(sandbox: Sandbox, namespace: str) -> dict[str, str]:
+    obj: Any = k8s.CustomObjectsApi(sandbox.api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, "quota"
+    )
+    return dict(obj["metadata"].get("annotations") or {})
+
+
 def delete_quota(sandbox: Sandbox, namespace: str) -> None:
     k8s.CustomObjectsApi(sandbox.api).delete_namespaced_custom_object(
         GROUP, VERSION, namespace, PLURAL, "quota"
@@ -256,6 +266,7 @@ def quota_two_replicas(
             finally:
                 sandbox.stop_scheduler(scheduler)
             served = dict(balancer.served)
+        recorded = len(json.loads(quota_annotations(sandbox, namespace).get(ADMITTED, "{}")))
     finally:
         sandbox.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         delete_quota(sandbox, namespace)
@@ -271,6 +282,7 @@ def quota_two_replicas(
             "peak": peak.peak,
             "max": ceiling,
             "served": served,
+            "recorded": recorded,
             "bindings": peak.bindings,
         },
     )

@@ -4,7 +4,10 @@ never exceeded at any moment, as a watch on the API server sees the bound pods.
 
 The balancer sends each call to the next replica, as an L7 Service or a reconnecting client
 would; kube-scheduler (one active, cycles serialized) admits pod after pod, so the replica
-answering a pod has not necessarily seen the pods the other admitted just before.
+answering a pod has not necessarily seen the pods the other admitted just before. The
+replicas' watches run 0.2 s behind (a busy API server): with each replica counting only
+what it admitted itself, 4 pods went over max in every such run; with on-time watches,
+sometimes. The replicas record admissions on the ElasticQuota (loadsched.io/admitted).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_two_replicas_never_exceed_max(sandbox: Sandbox) -> None:
-    row = quota_two_replicas(sandbox, prefill=30, pods=200)
+    row = quota_two_replicas(sandbox, prefill=30, pods=200, watch_lag=0.2)
 
     assert all(count > 0 for count in row.details["served"].values()), row.details["served"]
     assert len(row.details["served"]) == 2, "both replicas answered calls"
@@ -26,3 +29,4 @@ def test_two_replicas_never_exceed_max(sandbox: Sandbox) -> None:
         f"bound CPU peaked at {float(row.details['peak'])} of max {float(row.details['max'])}"
     )
     assert all(times == 1 for times in row.details["bindings"].values())
+    assert row.details["recorded"] > 0, "admissions were recorded on the ElasticQuota"
