@@ -45,6 +45,9 @@ from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import Node
 from extender.settings import ExtenderSettings
 from extender.state import ROOMS, ExtenderState, Room
+from extender.status import routes as status
+from extender.status.report import StatusSources
+from extender.status.traffic import CountAnswers, api_requests
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, in_cluster, load_endpoint
 from shared.kube.paths import CRONJOBS, ELASTIC_QUOTAS, JOBS, NODES, PODS
@@ -360,6 +363,9 @@ def cluster_lifespan(
 def assemble(
     state: ExtenderState,
     lifespan: Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]],
+    *,
+    status_sources: StatusSources,
+    access: Authorizer,
 ) -> ExtenderApp:
     """The app: health always; the scheduler verbs and the dispatch routers per room."""
     app = ExtenderApp(
@@ -379,6 +385,10 @@ def assemble(
     app.include_router(jobs.router)
     app.include_router(cronjobs.router)
     app.include_router(explain_routes.router)
+    app.state.status = status_sources
+    app.state.api_authorizer = access
+    app.include_router(status.router)
+    app.add_middleware(CountAnswers, counter=api_requests(state.metrics.registry))
     return app
 
 
@@ -453,4 +463,12 @@ def create_app(
         requeuer=requeuer,
         access=access,
     )
-    return assemble(state, lifespan)
+    sources = StatusSources(
+        rules=rules,
+        clock=clock,
+        node_cache=node_cache,
+        ledger=ledger if quota is not None else None,
+        dispatcher=lambda: state.dispatcher,
+        readiness=state.readiness,
+    )
+    return assemble(state, lifespan, status_sources=sources, access=access)
