@@ -78,7 +78,8 @@ class ExtenderSettings(KubeClientSettings):
     practice), past which it has given up anyway."""
     http_max_header_bytes: int = Field(default=64 * 1024, ge=1024)
     """Largest request line and headers together; larger ones get 431 and the connection is
-    closed."""
+    closed. (The extender runs uvicorn's httptools parser, which has no such limit of its own;
+    h11's h11_max_incomplete_event_size does not apply to it.)"""
     http_max_connections: int = Field(default=4096, ge=16)
     """Open connections plus requests in progress beyond which new requests get 503
     (uvicorn's limit_concurrency). Idle keep-alive connections count, so it stays well above
