@@ -1,0 +1,119 @@
+"""The plugin's tables, from the JSON the extender and the API server answer. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    lines = [header, *rows]
+    return "".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        + "\n"
+        for line in lines
+    )
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(seconds, 0.0)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def reading(metric: dict[str, Any]) -> str:
+    """``0.452 (12s)``, ``0.30+0.05 (12s)`` with an estimate, or the state (``stale``)."""
+    if metric["value"] is None:
+        return str(metric["state"])
+    value = f"{metric['measured']:.3f}"
+    if metric["estimated"]:
+        value += f"+{metric['estimated']:.3f}"
+    return f"{value} ({age(metric['age_seconds'])})"
+
+
+def verdict(node: dict[str, Any]) -> str:
+    return "passes" if node["passed"] else f"rejected: {node['rejected_by']}"
+
+
+def explain_table(result: dict[str, Any]) -> str:
+    quota = result["quota"]
+    head = [
+        f"pod {result['pod']}"
+        + (" (DaemonSet: load never rejects it)" if result["daemonset"] else ""),
+        f"elastic quota: {quota['rule']}: {quota['message']}",
+    ]
+    for r in quota["resources"]:
+        head.append(
+            f"  {r['resource']}: used {r['used']} + request {r['request']} = {r['after']}, "
+            f"min {r['min']}, max {r['max'] or 'none'}, borrowed {r['borrowed']}"
+        )
+    rows = []
+    for node in result["nodes"]:
+        score = node["score"]
+        decided = [m for m in node["metrics"] if m["decided"]]
+        why = node["reason"] or ""
+        if decided:
+            m = decided[0]
+            why = f"{m['metric']} {reading(m)} > {m['limit']:g} ({m['limit_from']})"
+        rows.append(
+            [
+                node["node"],
+                verdict(node),
+                str(score["final"]),
+                str(score["score"]),
+                f"{score['hot_value']:g} (-{score['hot_penalty']})",
+                str(node["placed"]),
+                why if not node["passed"] else "",
+            ]
+        )
+    header = ["NODE", "VERDICT", "SCORE", "OF 100", "HOT", "ESTIMATED PODS", "WHY"]
+    return "\n".join(head) + "\n\n" + table(header, rows)
+
+
+def nodes_table(result: dict[str, Any]) -> str:
+    metrics: list[str] = []
+    for node in result["nodes"]:
+        for m in node["metrics"]:
+            if m["metric"] not in metrics:
+                metrics.append(m["metric"])
+    rows = []
+    for node in sorted(result["nodes"], key=lambda n: n["node"]):
+        by_name: dict[str, dict[str, Any]] = {}
+        for m in node["metrics"]:
+            by_name.setdefault(m["metric"], m)
+        rows.append(
+            [
+                node["node"],
+                *(reading(by_name[n]) if n in by_name else "-" for n in metrics),
+                f"{node['score']['hot_value']:g}",
+                verdict(node),
+                str(node["score"]["final"]),
+            ]
+        )
+    return table(["NODE", *(m.upper() for m in metrics), "HOT", "VERDICT", "SCORE"], rows)
+
+
+def quotas_table(items: list[dict[str, Any]]) -> str:
+    rows = []
+    for item in items:
+        meta, spec = item.get("metadata") or {}, item.get("spec") or {}
+        used = (item.get("status") or {}).get("used") or {}
+        minimum, maximum = spec.get("min") or {}, spec.get("max") or {}
+        for resource in sorted(set(minimum) | set(maximum) | set(used)):
+            rows.append(
+                [
+                    str(meta.get("namespace", "")),
+                    str(meta.get("name", "")),
+                    resource,
+                    str(minimum.get(resource, "0")),
+                    str(maximum.get(resource, "none")),
+                    str(used.get(resource, "0")),
+                ]
+            )
+    return table(["NAMESPACE", "NAME", "RESOURCE", "MIN", "MAX", "USED"], rows)
