@@ -157,20 +157,26 @@ def lists(sandbox: Sandbox) -> dict[str, int]:
     return {r: counts.get(r, 0) for r in WATCHED}
 
 
-LISTED = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ INFO shared\.kube\.watching: (.+?): listed "
-)
+STAMP = r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ INFO shared\.kube\.watching: (.+?): "
+LISTED = re.compile(STAMP + "listed ")
+GONE = re.compile(STAMP + r"resourceVersion \S+ expired; re-listing")
 
 
-def relists(sandbox: Sandbox, since: datetime, components: tuple[str, ...]) -> Counter[str]:
-    """LISTs each watch of loadsched's ``components`` made at or after ``since`` (local
-    time, as their logs write it), from their logs: ``component/watch`` → count."""
+def relists(
+    sandbox: Sandbox,
+    since: datetime,
+    components: tuple[str, ...],
+    pattern: re.Pattern[str] = LISTED,
+) -> Counter[str]:
+    """How often each watch of loadsched's ``components`` logged ``pattern`` (a LIST, or a
+    410 Gone with :data:`GONE`) at or after ``since`` (local time, as their logs write it):
+    ``component/watch`` → count."""
     counts: Counter[str] = Counter()
     floor = since.replace(microsecond=0)
     for component in components:
         path = sandbox.supervisor.log_dir / f"{component}.log"
         for line in path.read_text(errors="replace").splitlines():
-            found = LISTED.match(line)
+            found = pattern.match(line)
             if found and datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S") >= floor:
                 counts[f"{component}/{found[2]}"] += 1
     return counts
@@ -232,6 +238,7 @@ def run_control_plane(
     quiet = {r: later[r] - after_recovery[r] for r in WATCHED}
     ours = relists(box, fault_at, ("extender", "annotator"))
     ours_quiet = relists(box, recovered, ("extender", "annotator"))
+    gone = relists(box, fault_at, ("extender", "annotator"), GONE)
     jobs = flow.jobs_with_key(key)
     bindings = sorted(set(peak.bindings.values()))
     lost = (
@@ -251,7 +258,8 @@ def run_control_plane(
         work=f"{pods} pods, annotator rounds, 50 duplicate POSTs",
         outcome=(
             f"{len(peak.bindings)}/{pods} bound (each {bindings}), {jobs} Job, "
-            f"loadsched re-listed {sum(ours.values())} watches "
+            f"{len(gone)} of loadsched's watches got 410 Gone; "
+            f"re-listed {sum(ours.values())} watches "
             f"(max {max(ours.values(), default=0)} per watch), then {sum(ours_quiet.values())} "
             f"in {quiet_window:g}s; all clients' LISTs {sum(relisted.values())} "
             f"then {sum(quiet.values())}"
@@ -267,6 +275,7 @@ def run_control_plane(
             "quiet": quiet,
             "ours": dict(ours),
             "ours_quiet": dict(ours_quiet),
+            "gone": dict(gone),
             "down_seconds": up - started,
             "bound_seconds": bound_at - started,
             "fresh_seconds": fresh_at - started,
