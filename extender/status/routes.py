@@ -25,7 +25,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
 from extender.access import Action, Authorizer, Caller, authenticating, http_error
-from extender.status.report import Status, StatusSources
+from extender.status.models import Status
+from extender.status.report import StatusSources
 from shared.errors import LoadschedError
 
 STATUS_ACTION = Action("list", "nodes", "", group="")

@@ -223,7 +223,7 @@ def test_the_page_shows_what_the_api_says(cluster: tuple[Sandbox, str]) -> None:
     dom = Cells()
     dom.feed(browse(page, "--dump-dom"))
     _, status = get(f"{url}/v1/status")
-    explain_code, _ = get(f"{url}/v1/explain/team-a/worker")
+    explain_code, explained = get(f"{url}/v1/explain/team-a/worker")
 
     nodes = status["nodes"]
     assert dom.by_id["state"].startswith("ready")
@@ -270,7 +270,18 @@ def test_the_page_shows_what_the_api_says(cluster: tuple[Sandbox, str]) -> None:
     assert "maxActive 1" in template["refusing"]
 
     # the explain box shows the explain API's own answer (or its error)
-    assert dom.by_id["explain-state"].split()[0] == str(explain_code)
+    assert dom.by_id["explain-state"].split()[0] == str(explain_code) == "200"
+    shown = dom.table("explained")
+    assert list(shown) == [n["node"] for n in explained["nodes"]]  # best first, as the API
+    for node in explained["nodes"]:
+        cells = [text for _, text in shown[node["node"]]]
+        assert cells[1] == ("passes" if node["passed"] else "rejected")
+        assert cells[2] == str(node["score"]["final"])
+        assert cells[4] == (node["rejected_by"] or "")
+    quota = explained["quota"]
+    assert dom.by_id["explain-quota"].startswith(
+        f"elastic quota: {'admits' if quota['admitted'] else 'refuses'} ({quota['rule']})"
+    )
 
 
 def test_screenshot_is_readable(cluster: tuple[Sandbox, str]) -> None:
@@ -278,6 +289,10 @@ def test_screenshot_is_readable(cluster: tuple[Sandbox, str]) -> None:
     OUT.mkdir(exist_ok=True)
     shot = OUT / "status-page.png"
     shot.unlink(missing_ok=True)
-    browse(f"{url}/ui#token={TOKEN}", f"--screenshot={shot}", "--window-size=1440,1000")
+    browse(
+        f"{url}/ui#token={TOKEN}&explain=team-a/worker",
+        f"--screenshot={shot}",
+        "--window-size=1440,1400",
+    )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
