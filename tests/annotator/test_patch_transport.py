@@ -232,3 +232,12 @@ async def test_a_header_with_a_line_break_is_refused_unsent(serve) -> None:
         with pytest.raises(httpx.LocalProtocolError, match="line breaks"):
             await client.patch("/api/v1/nodes/n1", content=b"{}", headers={"X-A": "1\r\nX-B: 2"})
     assert started.server.received == []
+
+
+async def test_cookies_the_server_sets_are_not_sent_back(serve) -> None:
+    setting = OK.replace(b"Content-Length", b"Set-Cookie: session=abc; Path=/\r\nContent-Length")
+    started = await serve(lambda r: setting)
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        for _ in range(2):
+            await client.patch("/api/v1/nodes/n1", content=b"{}")
+    assert all(b"cookie" not in r.head.lower() for r in started.server.received)
