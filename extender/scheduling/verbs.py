@@ -177,7 +177,7 @@ class LoadAwareExtender:
                 # Left with no node: kube-scheduler retries it only on a cluster event.
                 reasons = self._view(now).reasons.get
                 requeue.refused_nodes(pod.metadata.uid, tally.rejected, reasons, now.timestamp())
-        if tally.rejected:
+        if tally.rejected and logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "pod/%s: %d node(s) rejected: %s",
                 pod.key,
