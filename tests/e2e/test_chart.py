@@ -258,6 +258,14 @@ def test_the_extenders_account_cannot_touch_jobs_when_dispatch_runs_apart(
     assert not may(sandbox, "loadsched-extender", "create", "jobs", "batch")
     assert not may(sandbox, "loadsched-extender", "delete", "cronjobs", "batch")
     assert may(sandbox, "loadsched-extender", "list", "nodes", "")
+    # the pod watch (estimation) and explain's pod; callers' tokens reviewed
+    assert may(sandbox, "loadsched-extender", "get", "pods", "")
+    assert may(sandbox, "loadsched-extender", "watch", "pods", "")
+    assert may(sandbox, "loadsched-extender", "create", "tokenreviews", "authentication.k8s.io")
+    assert may(
+        sandbox, "loadsched-extender", "create", "subjectaccessreviews", "authorization.k8s.io"
+    )
+    assert not may(sandbox, "loadsched-extender", "delete", "pods", "")
     assert may(sandbox, "loadsched-dispatch", "create", "jobs", "batch")
     assert may(sandbox, "loadsched-dispatch", "list", "nodes", "")
     assert not may(sandbox, "loadsched-dispatch", "patch", "nodes", "")
