@@ -10,18 +10,29 @@ every answer is computed: the worst case, when the view changes between any two 
 side, in the same run, it times a naive full pydantic parse of the same request bodies against
 the extender's slim msgspec decode, as a ratio.
 
-    .venv/bin/python bench/extender.py [--quick]
+Churn: a writer changes the load annotations of one node after another at a steady rate,
+through the fake API server's watch, while the same scheduler-shaped client measures
+names-only filter and prioritize at 5,000 nodes, with no churn, at the production rate
+(5,000 nodes every 3 minutes, crane's annotator period: 28 nodes/s) and at 5× that, side by
+side. A writer's values cross the policy's limits, so answers really change; afterwards the
+extender's answer for every node is checked against the verdicts of the API server's final
+objects.
+
+    .venv/bin/python bench/extender.py [--quick] [--churn 28,140]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -33,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
 from bench.naive_models import ExtenderArgs as NaiveArgs  # noqa: E402
+from extender.scheduling.node_view import NodeLoadCache  # noqa: E402
 from extender.scheduling.wire import ARGS_DECODER, NODE_DECODER  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402
 from shared.policy import default_policy  # noqa: E402
@@ -40,6 +52,12 @@ from tests import payloads  # noqa: E402
 
 TARGETS = {("names-only", 5000): 5.0, ("full-node", 1000): 50.0}
 """p99 of server-side filter and prioritize, in ms."""
+
+CHURN_TARGET = 2.0
+"""p99 of server-side filter and prioritize under annotation churn, 5,000 nodes, in ms."""
+
+PRODUCTION_RATE = 5000 / 180
+"""Node updates per second of crane's annotator at 5,000 nodes: every node every 3 minutes."""
 
 
 def free_port() -> int:
@@ -87,11 +105,65 @@ def start_extender(
 
 def quick_option(doc: str | None) -> bool:
     """The benchmarks' one flag: ``--quick`` for fewer rounds (a smoke run)."""
+    return bool(quick_parser(doc).parse_args().quick)
+
+
+def quick_parser(doc: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
-    return bool(parser.parse_args().quick)
+    return parser
+
+
+class AnnotationWriter:
+    """Changes the load annotations of one node after another, ``rate`` nodes a second, on
+    a steady schedule, through :meth:`FakeNodeAPI.modify` (so every watch sees ``MODIFIED``).
+    Values are drawn over 0..0.9, across the default policy's limits."""
+
+    def __init__(self, api: FakeNodeAPI, rules: LoadRules, rate: float, seed: int = 3) -> None:
+        self._api = api
+        self._rules = rules
+        self._rate = rate
+        self._rng = random.Random(seed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.written = 0
+        self.seconds = 0.0
+
+    def _run(self) -> None:
+        nodes = self._api.collections["/api/v1/nodes"]
+        started = time.monotonic()
+        index = 0
+        while not self._stop.is_set():
+            due = started + self.written / self._rate
+            if due > time.monotonic():
+                self._stop.wait(due - time.monotonic())
+                continue
+            node = json.loads(json.dumps(nodes[index % len(nodes)]))
+            usage = round(self._rng.uniform(0, 0.9), 3)
+            now = datetime.now(UTC)
+            node["metadata"]["annotations"].update(
+                payloads.load_annotations(self._rules, usage, now)
+            )
+            self._api.modify(node)
+            self.written += 1
+            index += 1
+        self.seconds = time.monotonic() - started
+
+    @property
+    def achieved(self) -> float:
+        return self.written / self.seconds if self.seconds else 0.0
+
+    def __enter__(self) -> AnnotationWriter:
+        if self._rate > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
 
 
 def server_ms(response: httpx.Response) -> float:
@@ -139,8 +211,143 @@ def slim_decode(body: bytes) -> None:
         NODE_DECODER.decode(raw)
 
 
+def churn_rates(text: str) -> list[float]:
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--churn: not a list of rates: {text!r}") from None
+    if any(r <= 0 for r in rates):
+        raise argparse.ArgumentTypeError(f"--churn: rates must be above 0: {text!r}")
+    return rates
+
+
+def measure_churn(
+    client: httpx.Client,
+    api: FakeNodeAPI,
+    rules: LoadRules,
+    rates: list[float],
+    rounds: int,
+    failures: list[str],
+) -> None:
+    """Names-only at every node of ``api``: no churn, then each rate, side by side. The
+    conditions take turns in blocks of requests, so that the load of the machine's other
+    work falls on each alike."""
+    nodes = api.collections["/api/v1/nodes"]
+    names = [x["metadata"]["name"] for x in nodes]
+    refused_before = refusals(api, rules)
+    bodies = {
+        "names-only": [payloads.encode(payloads.names_args(names))],
+        "names-miss": [
+            payloads.encode(payloads.names_args(names[:i] + names[i + 1 :])) for i in range(32)
+        ],
+    }
+    blocks = 8
+    conditions = (0.0, *rates)
+    samples: dict[tuple[float, str], dict[str, list[float]]] = {
+        (r, m): {"filter": [], "prioritize": []} for r in conditions for m in bodies
+    }
+    written = dict.fromkeys(conditions, 0)
+    seconds = dict.fromkeys(conditions, 0.0)
+    for _ in range(blocks):
+        for rate in conditions:
+            with AnnotationWriter(api, rules, rate) as writer:
+                if rate:
+                    time.sleep(0.5)  # the writer under way
+                for mode in bodies:
+                    s = measure(client, bodies[mode], max(1, rounds // blocks))
+                    for verb in ("filter", "prioritize"):
+                        samples[rate, mode][verb] += s[verb]
+            written[rate] += writer.written
+            seconds[rate] += writer.seconds
+    print()
+    print(
+        f"names-only at {len(nodes)} nodes under annotation churn, server ms (Server-Timing); "
+        f"production rate = {len(nodes)} nodes / 180 s; {blocks} blocks per condition in turn"
+    )
+    header = f"{'churn':<20} {'mode':<11} {'filter p50/p99':>15} {'prioritize p50/p99':>19}  {'p99 / no churn':>15}  target"
+    print(header)
+    print("-" * len(header))
+    for rate in conditions:
+        label = "none"
+        if rate:
+            achieved = written[rate] / seconds[rate]
+            label = f"{achieved:5.1f} nodes/s ({rate / PRODUCTION_RATE:.0f}×)"
+        for mode in bodies:
+            s = samples[rate, mode]
+            p99 = (percentile(s["filter"], 99), percentile(s["prioritize"], 99))
+            base = samples[0.0, mode]
+            cells = [
+                f"{percentile(s[k], 50):6.2f}/{percentile(s[k], 99):7.2f}"
+                for k in ("filter", "prioritize")
+            ]
+            ratio = verdict = ""
+            if rate:
+                ratio = (
+                    f"{p99[0] / percentile(base['filter'], 99):4.2f} / "
+                    f"{p99[1] / percentile(base['prioritize'], 99):4.2f}"
+                )
+                worst = max(p99)
+                ok = worst <= CHURN_TARGET
+                verdict = f"p99 ≤ {CHURN_TARGET:g}: {'met' if ok else 'MISSED'} ({worst:.2f})"
+                if not ok:
+                    failures.append(f"churn {rate:g}/s {mode}: {verdict}")
+            print(f"{label:<20} {mode:<11} {cells[0]:>15} {cells[1]:>19}  {ratio:>15}  {verdict}")
+    check_answers_follow(client, api, rules, names, refused_before, failures)
+
+
+def refusals(api: FakeNodeAPI, rules: LoadRules) -> set[str]:
+    """The nodes the API server's objects overload now, by the extender's own rules."""
+    cache = NodeLoadCache(rules)
+    cache.replace([NODE_DECODER.decode(json.dumps(x)) for x in api.collections["/api/v1/nodes"]])
+    return set(cache.view(datetime.now(UTC)).refusals)
+
+
+def check_answers_follow(
+    client: httpx.Client,
+    api: FakeNodeAPI,
+    rules: LoadRules,
+    names: list[str],
+    refused_before: set[str],
+    failures: list[str],
+) -> None:
+    """The extender's filter answer once the churn stops equals the verdicts of the API
+    server's final objects (the events were applied, none lost)."""
+    deadline = time.monotonic() + 30
+    body = payloads.encode(payloads.names_args(names))
+    headers = {"Content-Type": "application/json"}
+    while True:
+        refused = refusals(api, rules)
+        got = set(
+            client.post("/filter", content=body, headers=headers).json()[
+                "FailedAndUnresolvableNodes"
+            ]
+        )
+        if got == refused or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    same = got == refused
+    print(
+        f"after churn: the extender rejects {len(got)} nodes ({len(got ^ refused_before)} "
+        f"changed by the churn), the API server's objects {len(refused)}: "
+        f"{'the same nodes' if same else 'DIFFERENT'}"
+    )
+    if not same:
+        failures.append("after churn: the extender's answer differs from the final objects")
+
+
 def main() -> int:
-    quick = quick_option(__doc__)
+    parser = quick_parser(__doc__)
+    parser.add_argument(
+        "--churn",
+        type=churn_rates,
+        default=[round(PRODUCTION_RATE, 1), round(5 * PRODUCTION_RATE, 1)],
+        help="node annotation updates per second to measure under (default: 27.8,138.9)",
+    )
+    parser.add_argument(
+        "--churn-only", action="store_true", help="only the churn table (5,000 nodes)"
+    )
+    options = parser.parse_args()
+    quick = bool(options.quick)
     rules = LoadRules.from_policy(default_policy())
     now = datetime.now(UTC)
     sizes = (1000, 5000)
@@ -157,7 +364,7 @@ def main() -> int:
         process, url = start_extender(api.kubeconfig(Path(tmp) / "kubeconfig"))
         try:
             with httpx.Client(base_url=url, timeout=60) as client:
-                for mode in ("names-only", "names-miss", "full-node"):
+                for mode in () if options.churn_only else ("names-only", "names-miss", "full-node"):
                     for n in sizes:
                         nodes = clusters[n]
                         if mode.startswith("names"):
@@ -189,6 +396,8 @@ def main() -> int:
                         print(
                             f"{mode:<11} {n:>5} {len(body) / 1e6:6.2f}MB  {cells[0]:>15} {cells[1]:>19} {cells[2]:>15} {cells[3]:>19}  {verdict}"
                         )
+                rounds = 100 if quick else 400
+                measure_churn(client, api, rules, options.churn, rounds, failures)
         finally:
             process.terminate()
             process.wait(10)
@@ -197,7 +406,7 @@ def main() -> int:
     print(
         "request decode, same bodies, in-process (median ms): naive full pydantic vs slim msgspec"
     )
-    for n in sizes:
+    for n in () if options.churn_only else sizes:
         body = payloads.encode(payloads.full_args(clusters[n]))
         repeat = 3 if quick else 7
         naive = time_call(lambda body=body: NaiveArgs.model_validate_json(body), repeat)
