@@ -253,7 +253,7 @@ def run_control_plane(
         fault={
             "apiserver": "kube-apiserver restarted",
             "etcd": "etcd restarted",
-            "compaction": "etcd compacted + kube-apiserver restarted (410 on every watch)",
+            "compaction": "etcd compacted, kube-apiserver restarted",
         }[fault],
         work=f"{pods} pods, annotator rounds, 50 duplicate POSTs",
         outcome=(
