@@ -13,7 +13,8 @@ every second each node's true usage (its background plus, for each pod bound the
 pod's seeded profile from a startup delay after binding until deletion) goes to the synthetic
 exporter, and is recorded. Measured: node-seconds above the policy's limits, p99 and maximum
 of node CPU, spread (time-averaged standard deviation across nodes), created → bound latency
-p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.png.
+p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.png, and every
+sample in out/quality.json.
 
     .venv/bin/python bench/quality.py [--quick] [--seed 7] [--strategies plain,hot-only,...]
 """
@@ -21,17 +22,19 @@ p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.quality_report import render_html, render_png, render_table, targets  # noqa: E402
+from bench.quality_report import recorded, render_html, render_png, render_table, targets  # noqa: E402
 from bench.quality_run import Harness, Outcome  # noqa: E402
 from bench.quality_strategies import (  # noqa: E402
     BY_KEY,
     CPU_LIMIT,
+    DEFAULT,
     HOT_VALUE,
     MEMORY_LIMIT,
     PERIOD,
@@ -92,7 +95,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="one burst, 100 s of arrivals")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
-        "--strategies", type=chosen, default=[s.key for s in STRATEGIES], help="comma-separated"
+        "--strategies",
+        type=chosen,
+        default=list(DEFAULT),
+        help=f"comma-separated, of {', '.join(s.key for s in STRATEGIES)}",
     )
     parser.add_argument("--drain", type=float, default=25.0, help="seconds after the last arrival")
     parser.add_argument("--out", default="out")
@@ -140,6 +146,7 @@ def main() -> int:
     for line in checks:
         print(line)
     (out / "quality.html").write_text(render_html(outcomes, lines + checks))
+    (out / "quality.json").write_text(json.dumps([recorded(o) for o in outcomes]))
     print(f"\nchart: {out / 'quality.html'}")
     print(render_png(outcomes, out / "quality.png"))
     print(f"whole run: {time.monotonic() - started:.0f} s")

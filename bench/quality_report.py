@@ -20,6 +20,7 @@ COLORS = {
     "estimation": "#27ae60",
     "tlp": "#2980b9",
     "lvrb": "#8e44ad",
+    "estimation-startup": "#16a085",
 }
 
 
@@ -103,6 +104,21 @@ def targets(outcomes: Sequence[Outcome]) -> tuple[list[str], bool]:
         ok = ok and met
         lines.append(f"  {name}: {'met' if met else 'MISSED'} (ratio {ratio:.2f}; {figures})")
     return lines, ok
+
+
+def recorded(outcome: Outcome) -> dict[str, object]:
+    """Everything measured for one strategy, for out/quality.json."""
+    recording = outcome.recording
+    return {
+        "strategy": outcome.strategy.key,
+        "skipped": outcome.skipped,
+        "created": outcome.created,
+        "pending": outcome.pending,
+        "latencies": outcome.latencies,
+        "times": recording.times,
+        "cpu": [{n: load.cpu for n, load in s.items()} for s in recording.samples],
+        "memory": [{n: load.memory for n, load in s.items()} for s in recording.samples],
+    }
 
 
 def _series(outcome: Outcome) -> tuple[list[float], list[float]]:

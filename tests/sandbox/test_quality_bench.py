@@ -7,7 +7,7 @@ import pytest
 
 from bench.quality_report import render_table, targets
 from bench.quality_run import Outcome
-from bench.quality_strategies import BY_KEY, STRATEGIES
+from bench.quality_strategies import BY_KEY, DEFAULT, STRATEGIES
 from sandbox.workload import Load, Recording
 from shared.policy import parse_policy
 
@@ -72,4 +72,5 @@ def test_the_table_says_why_a_strategy_did_not_run() -> None:
 
 
 def test_every_strategy_the_issue_names_is_there() -> None:
-    assert [s.key for s in STRATEGIES] == ["plain", "hot-only", "estimation", "tlp", "lvrb"]
+    assert list(DEFAULT) == ["plain", "hot-only", "estimation", "tlp", "lvrb"]
+    assert set(DEFAULT) < {s.key for s in STRATEGIES}
