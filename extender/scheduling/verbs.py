@@ -73,8 +73,9 @@ A = TypeVar("A")
 
 class AnswerMemo(Generic[K, A]):
     """Names-only answers computed from one :class:`NodeView` version, by the node names asked
-    about. kube-scheduler asks about the same feasible nodes pod after pod (in a new order each
-    time), so an answer is mostly computed once per change of the view and then reused."""
+    about: for scores that depend on the pod (a strategy's), which the view cannot keep per
+    node. Filter and pod-independent scores need none: they are joined from the view's
+    per-node indexes on every request."""
 
     def __init__(self, size: int = 4) -> None:
         self._size = size

@@ -1,4 +1,6 @@
-"""Names-only answers are reused while the node view is unchanged, and only then."""
+"""Names-only answers follow the node view: the same nodes in any order get the same answer,
+every change and the passing of time are seen by the next request; pod-dependent scores are
+kept per view version (:class:`AnswerMemo`), and only while it lasts."""
 
 import json
 from datetime import datetime, timedelta
