@@ -33,13 +33,25 @@ NAMES_ONLY, FULL_NODE = "smoke-names", "smoke-full"
 _batches = itertools.count()
 
 
+BY_NODE = ("NodeNameToVictims", "NodeNameToMetaVictims")
+"""Maps keyed by node name: which nodes is data, the shape of one entry is the contract."""
+
+
 def shape(value: Any, depth: int = 0) -> Any:
     """Keys and JSON types, two levels deep: what the contract depends on."""
     if isinstance(value, dict):
-        return {k: shape(v, depth + 1) for k, v in value.items()} if depth < 2 else "object"
+        if depth >= 2:
+            return "object"
+        return {k: by_node(v) if k in BY_NODE else shape(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         return "array"
     return type(value).__name__
+
+
+def by_node(value: Any) -> Any:
+    if not isinstance(value, dict) or not value:
+        return shape(value)
+    return {"<node>": shape(next(iter(value.values())))}
 
 
 @pytest.fixture(scope="module")
