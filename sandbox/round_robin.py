@@ -10,7 +10,6 @@ cannot pin itself to one backend.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -53,10 +52,10 @@ class RoundRobin:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            while tasks := [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -70,10 +69,10 @@ class RoundRobin:
                 await self._forward(request, writer)
         except (OSError, asyncio.IncompleteReadError, ValueError):
             pass
+        except asyncio.CancelledError:
+            pass  # the balancer is closing
         finally:
             writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
 
     async def _forward(self, request: bytes, client: asyncio.StreamWriter) -> None:
         for _ in range(len(self.backends)):
@@ -92,8 +91,6 @@ class RoundRobin:
                 self.served[port] += 1
             finally:
                 writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
             return
         client.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
         await client.drain()
