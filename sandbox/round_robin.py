@@ -52,14 +52,13 @@ class RoundRobin:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
-            while tasks := [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            await _cancel_others()
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        # a connection accepted while stopping has a task too: end it on this thread
+        self._loop.run_until_complete(_cancel_others())
         self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -94,6 +93,13 @@ class RoundRobin:
             return
         client.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
         await client.drain()
+
+
+async def _cancel_others() -> None:
+    while tasks := [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _read_request(reader: asyncio.StreamReader) -> bytes | None:
