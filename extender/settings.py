@@ -49,9 +49,9 @@ class ExtenderSettings(KubeClientSettings):
     job_templates: Path | None = None
     """Job templates file (YAML); enables the job-dispatch API /v1/jobs. Needs a cluster."""
     dispatch_auth: AuthMode = "tokenreview"
-    """Who may use /v1/jobs: tokenreview (bearer tokens checked by the API server, actions by
-    SubjectAccessReview: the cluster's RBAC decides), static (--dispatch-tokens-file), or none
-    (no checks; only when set explicitly)."""
+    """Who may use the /v1 API (jobs, cronjobs, explain, status): tokenreview (bearer tokens
+    checked by the API server, actions by SubjectAccessReview: the cluster's RBAC decides),
+    static (--dispatch-tokens-file), or none (no checks; only when set explicitly)."""
     dispatch_tokens_file: Path | None = None
     """For --dispatch-auth static: token,user,uid,"groups" lines (kube-apiserver's format)."""
     dispatch_retry_after: int = Field(default=10, ge=1)
