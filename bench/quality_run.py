@@ -161,7 +161,7 @@ class Harness:
             url = self.box.start_extender(
                 args=["--policy", str(extender_policy), "--log-level", "warning"]
             )
-            spec = ExtenderSpec(url)
+            spec = ExtenderSpec(url, bind=True)
         self.box.start_scheduler(
             f"quality-{strategy.key}", scheduler_name=SCHEDULER_NAME, extender=spec
         )

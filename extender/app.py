@@ -346,6 +346,7 @@ def cluster_lifespan(
             tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in reflectors]
             if quota is not None:
                 quota.attach(client, state.settings.kube_retry())
+            state.extender.binder.attach(client, state.settings.kube_retry())
             if state.explain is not None:
                 state.explain.attach(client, state.settings.kube_retry())
             if requeuer is not None:

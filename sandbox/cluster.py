@@ -107,6 +107,8 @@ class ExtenderSpec:
     weight: int = 5
     preempt: bool = True
     http_timeout: str = "5s"
+    bind: bool = False
+    """kube-scheduler delegates binding to the extender (``bindVerb``)."""
 
     def config(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -121,6 +123,8 @@ class ExtenderSpec:
         }
         if self.preempt:
             entry["preemptVerb"] = "preempt"
+        if self.bind:
+            entry["bindVerb"] = "bind"
         return entry
 
 

@@ -68,13 +68,30 @@ class PlacementIndex:
 
     def apply(self, event: str, item: Pod) -> None:
         uid = item.metadata.uid
-        if event == "DELETED" or not _running_on(item):
+        if event == "DELETED" or item.is_terminal:
             self._remove(uid)
             return
-        if uid in self._node_of:
+        node = item.spec.nodeName
+        if not node:
+            return  # not bound yet (a pod assumed at bind keeps its place)
+        known = self._node_of.get(uid)
+        if known == node:
             return
+        if known is not None:
+            self._remove(uid)  # assumed on another node than it was bound to
         now = self._clock()
-        self._add(item, _binding(item, now), now)
+        self._add(item, _binding(item, now), now, node)
+
+    def assume(self, pod: Pod, node: str) -> None:
+        """Count ``pod`` on ``node`` now, as kube-scheduler binds it (the bind verb), before
+        the pod watch shows the binding."""
+        if pod.metadata.uid not in self._node_of:
+            now = self._clock()
+            self._add(pod, now, now, node)
+
+    def forget(self, uid: str) -> None:
+        """The binding assumed for ``uid`` failed."""
+        self._remove(uid)
 
     def prune(self, now: datetime) -> None:
         """Forget pods bound longer ago than the retention (no verdict can change); at most
@@ -93,10 +110,10 @@ class PlacementIndex:
             if not pods:
                 del self._by_node[node]
 
-    def _add(self, pod: Pod, bound_at: datetime, now: datetime) -> None:
+    def _add(self, pod: Pod, bound_at: datetime, now: datetime, node: str = "") -> None:
         if bound_at <= now - self._rules.retention:
             return
-        node, uid = pod.spec.nodeName, pod.metadata.uid
+        node, uid = node or pod.spec.nodeName, pod.metadata.uid
         self._by_node.setdefault(node, {})[uid] = placement_of(pod, bound_at, self._rules)
         self._node_of[uid] = node
         self._frozen.pop(node, None)

@@ -24,6 +24,7 @@ from extender.scheduling.quota_gate import InvalidPod
 from extender.scheduling.verbs import InvalidNode, LoadAwareExtender, NamesOnlyUnavailable
 from extender.scheduling.wire import (
     ARGS_DECODER,
+    BINDING_DECODER,
     ENCODER,
     PREEMPTION_DECODER,
     ExtenderArgs,
@@ -34,7 +35,7 @@ from shared.errors import LoadschedError
 
 logger = logging.getLogger(__name__)
 
-PATHS = frozenset({"/filter", "/prioritize", "/preempt"})
+PATHS = frozenset({"/filter", "/prioritize", "/preempt", "/bind"})
 """The paths :class:`SchedulerVerbs` answers (any method: only POST is allowed)."""
 
 JSON = b"application/json"
@@ -106,7 +107,7 @@ class VerbsState(Protocol):
 
 
 class SchedulerVerbs:
-    """The three verbs of one extender, as an ASGI app."""
+    """The verbs of one extender (filter, prioritize, preempt, bind), as an ASGI app."""
 
     def __init__(self, state: VerbsState) -> None:
         self._state = state
@@ -126,6 +127,8 @@ class SchedulerVerbs:
             body = await _read_body(scope, receive, state.settings.max_body_bytes)
             if verb == "filter":
                 status, payload = await self._filter(body)
+            elif verb == "bind":
+                status, payload = await self._bind(body)
             else:
                 status, payload = self._decide[verb](body)
         except BadRequest as e:
@@ -158,6 +161,16 @@ class SchedulerVerbs:
         except NamesOnlyUnavailable as e:
             # kube-scheduler logs the Error field of a filter answer.
             return 200, FilterResult(NodeNames=None, Error=str(e))
+
+    async def _bind(self, body: bytes) -> tuple[int, Any]:
+        try:
+            args = BINDING_DECODER.decode(body)
+        except msgspec.DecodeError as e:
+            raise BadRequest(400, f"invalid request body: {e}") from e
+        for field in ("PodName", "PodNamespace", "Node"):
+            if not getattr(args, field):
+                raise BadRequest(400, f"invalid request body: {field} is required - at `$.{field}`")
+        return 200, await self._state.extender.binder.bind(args)
 
     def _prioritize(self, body: bytes) -> tuple[int, Any]:
         args = _args(body)

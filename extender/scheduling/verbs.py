@@ -16,6 +16,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
 
+from extender.scheduling.binding import Binder
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import (
     PASSES,
@@ -113,6 +114,8 @@ class LoadAwareExtender:
         quota: QuotaGate | None = None,
         requeue: RequeueTracker | None = None,
     ) -> None:
+        self.binder = Binder(node_cache.placements if node_cache is not None else None)
+        """The bind verb (``bindVerb: bind``), fed the pods filter and prioritize see."""
         self._rules = rules
         self._requeue = requeue
         self._clock = clock
@@ -145,6 +148,7 @@ class LoadAwareExtender:
     def filter(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult | msgspec.Raw:
         """Reject every node for a pod its namespace's elastic quota refuses; else reject
         overloaded nodes (and, failClosed, unknown ones); count what was unknown."""
+        self.binder.remember(pod)
         quota = self._quota
         request = None
         if quota is not None and quota.governs(pod):
@@ -228,6 +232,7 @@ class LoadAwareExtender:
     def prioritize(self, pod: PodInfo, args: ExtenderArgs) -> list[HostPriority] | msgspec.Raw:
         """0..10 per node; a node the cache lacks scores 0, like one with no metrics. With a
         Trimaran strategy the score depends on what the pod brings (:func:`pod_score`)."""
+        self.binder.remember(pod)
         now = self._clock()
         rules = self._rules
         demand = demand_of(pod, rules) if rules.strategy_metrics else None

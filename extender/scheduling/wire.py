@@ -77,7 +77,21 @@ class PreemptionResult(msgspec.Struct, gc=False):
     NodeNameToMetaVictims: dict[str, MetaVictims]
 
 
+class BindingArgs(msgspec.Struct, gc=False):
+    """Body of ``/bind`` (kube-scheduler's ExtenderBindingArgs)."""
+
+    PodName: str = ""
+    PodNamespace: str = ""
+    PodUID: str = ""
+    Node: str = ""
+
+
+class BindingResult(msgspec.Struct, gc=False):
+    Error: str = ""
+
+
 ARGS_DECODER = msgspec.json.Decoder(ExtenderArgs)
+BINDING_DECODER = msgspec.json.Decoder(BindingArgs)
 PREEMPTION_DECODER = msgspec.json.Decoder(PreemptionArgs)
 ENCODER = msgspec.json.Encoder()
 

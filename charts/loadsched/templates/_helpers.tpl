@@ -83,6 +83,9 @@ extenders:
     filterVerb: filter
     prioritizeVerb: prioritize
     preemptVerb: preempt
+    {{- if .Values.extender.bind }}
+    bindVerb: bind
+    {{- end }}
     weight: {{ .Values.scheduler.weight }}
     nodeCacheCapable: true
     ignorable: true
