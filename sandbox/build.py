@@ -71,6 +71,22 @@ def bin_dir(version: str | None = None) -> Path:
     return cache_root() / "kube" / (version or selected_version()) / "bin"
 
 
+def release_of(binaries: Path) -> tuple[int, int]:
+    """(minor, patch) of the release whose binaries are in ``binaries`` (``.../<version>/bin``)."""
+    match = _VERSION.fullmatch(binaries.parent.name)
+    if match is None:
+        raise ValueError(f"{binaries}: not a folder of a Kubernetes release's binaries")
+    return int(match.group(1)), int(match.group(2))
+
+
+def apiserver_flags(binaries: Path) -> list[str]:
+    """What kube-apiserver of the release in ``binaries`` needs beyond the sandbox's common
+    flags: from v1.37 it refuses a loopback advertise address while it reconciles the
+    ``kubernetes`` Service's endpoints (nothing in the sandbox routes to them)."""
+    minor, _ = release_of(binaries)
+    return ["--endpoint-reconciler-type", "none"] if minor >= 37 else []
+
+
 def _go(args: list[str], cwd: Path) -> str:
     result = subprocess.run(
         ["go", *args],

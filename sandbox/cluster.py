@@ -31,7 +31,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from sandbox.build import ensure_kube_binaries
+from sandbox.build import apiserver_flags, ensure_kube_binaries
 from sandbox.pki import CertFiles, CertificateAuthority, service_account_keys
 from sandbox.processes import Supervisor, wait_for
 
@@ -304,6 +304,7 @@ class Sandbox:
                 "--disable-admission-plugins",
                 "TaintNodesByCondition",
                 "--profiling=false",
+                *apiserver_flags(self.bin),
                 "--v=1",
             ],
         )

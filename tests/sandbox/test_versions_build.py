@@ -94,3 +94,23 @@ def test_a_release_that_is_not_one_names_the_setting(
 def test_the_command_line_refuses_a_bad_release(capsys: pytest.CaptureFixture[str]) -> None:
     assert build.main(["--version", "v1.x", "--kube-only"]) == 2
     assert "--version: 'v1.x' is not a Kubernetes release" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("version", "flags"),
+    [
+        ("v1.34.4", []),
+        ("v1.36.3", []),
+        ("v1.37.2", ["--endpoint-reconciler-type", "none"]),
+        ("v1.38.0", ["--endpoint-reconciler-type", "none"]),
+    ],
+)
+def test_kube_apiserver_flags_follow_the_release(
+    tmp_path: Path, version: str, flags: list[str]
+) -> None:
+    assert build.apiserver_flags(tmp_path / version / "bin") == flags
+
+
+def test_binaries_outside_a_release_folder_are_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a folder of a Kubernetes release"):
+        build.apiserver_flags(tmp_path / "bin")
