@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit e2e setup lint bench serve image clean matrix
+.PHONY: demo test unit e2e setup lint bench bench-quality bench-reliability serve image clean matrix
 
 ## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
 demo: setup
@@ -49,6 +49,17 @@ bench: setup
 	$(BIN)/python bench/scheduling.py
 	$(BIN)/python bench/quota.py
 	$(BIN)/python bench/dispatch.py
+
+## bench-quality: five strategies through one workload trace (about 25 minutes)
+bench-quality: setup
+	$(BIN)/python bench/quality.py
+
+## bench-reliability: faults, Prometheus faults, generated bad input, memory
+bench-reliability: setup
+	$(BIN)/python bench/faults.py
+	$(BIN)/python bench/prometheus_faults.py
+	$(BIN)/python bench/schema_fuzz.py
+	$(BIN)/python bench/memory.py
 
 ## image: the container image with podman (the Debian base it needs built once; see README)
 image:
