@@ -155,9 +155,7 @@ async def test_every_v1_route_names_its_action(tmp_path: Path) -> None:
         routes = [r for router in ROUTERS for r in router.routes if isinstance(r, APIRoute)]
         declared = {f"{m} {r.path}" for r in routes for m in r.methods}
         in_schema = {
-            f"{m} {p}"
-            for m, p, _, _ in operations(app)
-            if p.startswith("/v1") and p not in VIEWS
+            f"{m} {p}" for m, p, _, _ in operations(app) if p.startswith("/v1") and p not in VIEWS
         }
         assert declared == in_schema and declared >= KNOWN
         for route in routes:
