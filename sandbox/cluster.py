@@ -34,6 +34,7 @@ from kubernetes import config as k8s_config
 from sandbox.build import apiserver_flags, ensure_kube_binaries
 from sandbox.pki import CertFiles, CertificateAuthority, service_account_keys
 from sandbox.processes import Supervisor, wait_for
+from shared.quantity import parse_quantity
 
 logger = logging.getLogger(__name__)
 
@@ -674,10 +675,44 @@ class Sandbox:
             result = {pod: node for pod, node in placed.items() if node}
             return len(result) >= count
 
-        wait_for(
-            bound, timeout=timeout, what=f"{count} pods {selector!r} to be bound", interval=0.5
-        )
+        try:
+            wait_for(
+                bound, timeout=timeout, what=f"{count} pods {selector!r} to be bound", interval=0.5
+            )
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; {self.why_pending(selector, namespace)}") from None
         return result
+
+    def why_pending(self, selector: str, namespace: str = "default") -> str:
+        """For a failed wait: each unbound pod's last scheduling event, and what every node
+        already runs (pods, CPU requested) and carries (loadsched annotations)."""
+        unbound = [p for p, node in self.placements(selector, namespace).items() if not node]
+        events = self.core.list_namespaced_event(namespace).items
+        last: dict[str, str] = {}
+        for ev in sorted(events, key=lambda e: str(e.last_timestamp or e.event_time or "")):
+            if ev.involved_object and ev.involved_object.name in unbound:
+                last[ev.involved_object.name] = f"{ev.reason}: {ev.message}"
+        running: dict[str, list[str]] = {}
+        for pod in self.core.list_pod_for_all_namespaces().items:
+            if pod.spec and pod.spec.node_name and pod.metadata:
+                cpu = sum(
+                    float(parse_quantity((c.resources.requests or {}).get("cpu", "0")))
+                    for c in pod.spec.containers
+                    if c.resources
+                )
+                running.setdefault(pod.spec.node_name, []).append(
+                    f"{pod.metadata.namespace}/{pod.metadata.name}({cpu:g})"
+                )
+        nodes = []
+        for node in self.core.list_node().items:
+            meta = node.metadata or k8s.V1ObjectMeta()
+            notes = {
+                k: v
+                for k, v in (meta.annotations or {}).items()
+                if "loadsched" in k or k.endswith("_5m") or "usage" in k
+            }
+            nodes.append(f"{meta.name}: pods {running.get(meta.name or '', [])}, {notes}")
+        return f"unbound {len(unbound)}: {last or 'no events'}; nodes: " + " | ".join(nodes)
 
     def delete_pods(self, selector: str, namespace: str = "default") -> None:
         self.core.delete_collection_namespaced_pod(
