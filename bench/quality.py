@@ -16,7 +16,7 @@ of node CPU, spread (time-averaged standard deviation across nodes), created →
 p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.png, and every
 sample in out/quality.json.
 
-    .venv/bin/python bench/quality.py [--quick] [--seed 7] [--strategies plain,hot-only,...]
+    .venv/bin/python bench/quality.py [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
 """
 
 from __future__ import annotations
@@ -29,7 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.quality_report import recorded, render_html, render_png, render_table, targets  # noqa: E402
+from bench.quality_report import (  # noqa: E402
+    median_figures,
+    recorded,
+    render_html,
+    render_medians,
+    render_png,
+    render_table,
+    targets,
+)
 from bench.quality_run import Harness, Outcome  # noqa: E402
 from bench.quality_strategies import (  # noqa: E402
     BY_KEY,
@@ -100,16 +108,24 @@ def main() -> int:
         default=list(DEFAULT),
         help=f"comma-separated, of {', '.join(s.key for s in STRATEGIES)}",
     )
+    parser.add_argument(
+        "--rounds",
+        type=rounds_count,
+        default=1,
+        help="play the trace this many times (seeds seed, seed+1, ...); targets use each "
+        "strategy's median",
+    )
     parser.add_argument("--drain", type=float, default=25.0, help="seconds after the last arrival")
     parser.add_argument("--out", default="out")
     options = parser.parse_args()
     started = time.monotonic()
     shape = QUICK if options.quick else FULL
-    trace = make_trace(shape, seed=options.seed)
+    seeds = [options.seed + r for r in range(options.rounds)]
+    traces = [make_trace(shape, seed=seed) for seed in seeds]
     background = backgrounds([n.name for n in NODES], seed=options.seed)
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
-    outcomes: list[Outcome] = []
+    rounds: list[list[Outcome]] = []
     with Sandbox(say=say) as box:
         box.create_nodes(NODES)
         levels = {n: {"cpu": b.cpu, "mem": b.memory} for n, b in background.items()}
@@ -125,32 +141,59 @@ def main() -> int:
         harness = Harness(
             box, stack, NODES, background, box.workdir / "policies", options.drain, say
         )
-        for key in options.strategies:
-            strategy = BY_KEY[key]
-            reason = strategy.cannot_run()
-            if reason is not None:
-                say(f"{key}: not run: {reason}")
-                outcomes.append(Outcome(strategy, skipped=reason))
-                continue
-            outcomes.append(harness.run(strategy, trace))
+        for number, trace in enumerate(traces):
+            if options.rounds > 1:
+                say(f"round {number + 1} of {options.rounds} (seed {trace.seed})")
+            outcomes: list[Outcome] = []
+            for key in options.strategies:
+                strategy = BY_KEY[key]
+                reason = strategy.cannot_run()
+                if reason is not None:
+                    say(f"{key}: not run: {reason}")
+                    outcomes.append(Outcome(strategy, skipped=reason))
+                    continue
+                outcomes.append(harness.run(strategy, trace))
+            rounds.append(outcomes)
         say("shutting down")
-    lines = notes(shape, options.seed, len(trace.arrivals), trace.bursts)
     print("quality: the same trace through each strategy, measured from true node usage")
+    lines = []
+    for trace in traces:
+        lines += notes(shape, trace.seed, len(trace.arrivals), trace.bursts)[:1]
+    lines += notes(shape, options.seed, 0, {})[1:]
     for line in lines:
         print(f"  {line}")
+    for number, outcomes in enumerate(rounds):
+        print(f"\nround {number + 1} (seed {seeds[number]})" if len(rounds) > 1 else "")
+        print(render_table(outcomes))
+    if len(rounds) > 1:
+        print(f"\nmedian of {len(rounds)} rounds (per round: overload node-s / latency p99 s):")
+        print(render_medians(rounds))
     print()
-    print(render_table(outcomes))
-    print()
-    print("targets (burst trace):")
-    checks, ok = targets(outcomes)
+    print(
+        "targets (burst trace"
+        + (f", medians of {len(rounds)} rounds):" if len(rounds) > 1 else "):")
+    )
+    checks, ok = targets(median_figures(rounds))
     for line in checks:
         print(line)
-    (out / "quality.html").write_text(render_html(outcomes, lines + checks))
-    (out / "quality.json").write_text(json.dumps([recorded(o) for o in outcomes]))
-    print(f"\nchart: {out / 'quality.html'}")
-    print(render_png(outcomes, out / "quality.png"))
+    (out / "quality.html").write_text(render_html(rounds[0], lines + checks))
+    (out / "quality.json").write_text(
+        json.dumps([[recorded(o) for o in outcomes] for outcomes in rounds])
+    )
+    print(f"\nchart (round 1): {out / 'quality.html'}")
+    print(render_png(rounds[0], out / "quality.png"))
     print(f"whole run: {time.monotonic() - started:.0f} s")
     return 0 if ok else 1
+
+
+def rounds_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 20:
+        raise argparse.ArgumentTypeError(f"--rounds: {text!r} is not a whole number 1..20")
+    return count
 
 
 if __name__ == "__main__":

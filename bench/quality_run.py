@@ -2,12 +2,15 @@
 kube-scheduler (and loadsched with its policy), play the trace, and record true usage.
 
 The bench's own pod watch tells when each pod is bound; every second the true usage of every
-node (sandbox/workload.py) is pushed to the synthetic exporter and recorded.
+node (sandbox/workload.py) is pushed to the synthetic exporter and recorded. The bench stands in
+for the kubelet too: a pod is marked Ready (its ``Ready`` condition, status ``Running``) when
+its profile starts using CPU.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -16,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from kubernetes.client.exceptions import ApiException
 
 from bench.quality_strategies import Strategy
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
@@ -209,6 +214,17 @@ class Harness:
         def delete(name: str) -> None:
             core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
 
+        started: set[str] = set()
+
+        def mark_ready(name: str) -> None:
+            """As a kubelet does once the pod's containers run (the workload's startup)."""
+            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            condition = {"type": "Ready", "status": "True", "lastTransitionTime": stamp}
+            with contextlib.suppress(ApiException):  # deleted meanwhile
+                core.patch_namespaced_pod_status(
+                    name, "default", {"status": {"phase": "Running", "conditions": [condition]}}
+                )
+
         with ThreadPoolExecutor(8) as pool:
             start = time.monotonic()
             next_sample = 0.0
@@ -235,6 +251,9 @@ class Harness:
                         pool.submit(delete, name)
                         continue
                     placed.setdefault(node, []).append(Placed(profiles[name], relative))
+                    if name not in started and now >= relative + profiles[name].startup:
+                        started.add(name)
+                        pool.submit(mark_ready, name)
                 if now >= next_sample:
                     loads = {
                         n: node_usage(

@@ -54,8 +54,6 @@ class Strategy:
     """The policy's spec; ``None`` for the plain kube-scheduler (no extender)."""
     hot_value: list[dict[str, Any]] = field(default_factory=list)
     """What the annotator keeps as the hot value while this strategy runs."""
-    window: str | None = None
-    """The averages' ``window`` for estimation, when not the name's (1m)."""
 
     @property
     def uses_extender(self) -> bool:
@@ -65,7 +63,7 @@ class Strategy:
         return {
             "apiVersion": "scheduler.policy.crane.io/v1alpha1",
             "kind": "DynamicSchedulerPolicy",
-            "spec": {"syncPolicy": sync_policy(self.window), **(self.spec or {})},
+            "spec": {"syncPolicy": sync_policy(), **(self.spec or {})},
         }
 
     def annotator_policy(self) -> dict[str, Any]:
@@ -94,16 +92,13 @@ class Strategy:
         return extender, annotator
 
 
-def sync_policy(window: str | None = None) -> list[dict[str, Any]]:
-    """Every entry, or only the two averages where the estimation schema is not there yet;
-    with ``window``, the averages' estimation window."""
+def sync_policy() -> list[dict[str, Any]]:
+    """Every entry, or only the two averages where the estimation schema is not there yet."""
     try:
         parse_policy({"spec": {"syncPolicy": SYNC}})
     except ConfigError:
         return SYNC[:2]
-    if window is None:
-        return list(SYNC)
-    return [{**entry, "window": window} for entry in SYNC[:2]] + SYNC[2:]
+    return list(SYNC)
 
 
 STRATEGIES = (
@@ -124,18 +119,6 @@ STRATEGIES = (
             "estimation": KOORDINATOR,
         },
         HOT_VALUE,
-    ),
-    Strategy(
-        "estimation-startup",
-        "loadsched: estimation over 1m30s",
-        {
-            "predicate": PREDICATES,
-            "priority": PRIORITIES,
-            "hotValue": HOT_VALUE,
-            "estimation": KOORDINATOR,
-        },
-        HOT_VALUE,
-        window="1m30s",
     ),
     Strategy(
         "tlp",
@@ -165,5 +148,4 @@ STRATEGIES = (
 )
 BY_KEY = {s.key: s for s in STRATEGIES}
 DEFAULT = ("plain", "hot-only", "estimation", "tlp", "lvrb")
-"""What a run compares unless told otherwise; ``estimation-startup`` (the estimate kept until
-the 1-minute average covers a pod that starts up to 30 s after binding) on request."""
+"""What a run compares unless told otherwise."""

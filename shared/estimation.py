@@ -5,7 +5,11 @@ sample is not in it at all; a pod bound ``t`` before it is in it for ``t / windo
 window. Until the window covers the pod, the load model adds the part it misses:
 
     added = Σ pods  estimate(pod, resource) / node size(resource) × (1 - covered(pod))
-    covered(pod) = clamp((sample time - bound at) / window, 0, 1)
+    covered(pod) = clamp((sample time - started(pod)) / window, 0, 1)
+    started(pod) = its Ready time, at the latest the policy's ``startup`` after binding
+
+A pod uses little before its containers run, so its window starts when it is Ready (kubelet
+sets the condition) or, for a pod not Ready by then, ``startup`` (default 30 s) after binding.
 
 ``estimate`` is the pod's request × the policy's factor for the resource (Koordinator's
 defaults: 85 % CPU, 70 % memory), or the policy's default for a resource it requests nothing of.
@@ -39,6 +43,16 @@ class Placement:
     predicted_cpu: float = 0.0
     """Cores Trimaran's TargetLoadPacking predicts the pod uses (limit, else request ×
     multiplier, else its default, per container), when that strategy is configured."""
+    ready_at: datetime | None = None
+    """When the pod became Ready, if it is."""
+
+    def started_at(self, startup: timedelta) -> datetime:
+        """When the pod is taken to start using what it uses: its Ready time, at the latest
+        ``startup`` after its binding (never before the binding)."""
+        latest = self.bound_at + startup
+        if self.ready_at is None or self.ready_at >= latest:
+            return latest
+        return max(self.ready_at, self.bound_at)
 
     def requested(self, resource: Resource) -> float:
         return self.cpu if resource == "cpu" else self.memory
@@ -99,10 +113,10 @@ def pod_estimate(placement: Placement, resource: Resource, policy: EstimationPol
     return policy.default_of(resource)
 
 
-def uncovered(bound_at: datetime, sample_at: datetime, window: timedelta) -> float:
-    """The part of ``window`` before ``sample_at`` during which the pod was not yet bound:
-    1 for a pod bound at or after the sample, 0 once the window covers it."""
-    before = (sample_at - bound_at).total_seconds()
+def uncovered(started_at: datetime, sample_at: datetime, window: timedelta) -> float:
+    """The part of ``window`` before ``sample_at`` during which the pod had not started yet:
+    1 for a pod started at or after the sample, 0 once the window covers it."""
+    before = (sample_at - started_at).total_seconds()
     if before <= 0:
         return 1.0
     span = window.total_seconds()
@@ -123,7 +137,7 @@ def estimated_share(
         return 0.0
     added = 0.0
     for placement in placements:
-        part = uncovered(placement.bound_at, sample_at, window)
+        part = uncovered(placement.started_at(policy.startup), sample_at, window)
         if part > 0:
             added += pod_estimate(placement, resource, policy) * part
     return added / size

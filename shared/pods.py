@@ -99,6 +99,13 @@ class Pod(msgspec.Struct, gc=False):
                 return condition.lastTransitionTime
         return None
 
+    def ready_at(self) -> str | None:
+        """When the pod became Ready, if it is: its ``Ready`` condition's time, as written."""
+        for condition in self.status.conditions or ():
+            if condition.type == "Ready" and condition.status == "True":
+                return condition.lastTransitionTime
+        return None
+
     def container_resources(self) -> list[tuple[ResourceList, ResourceList]]:
         """(requests, limits) of each regular container; ``ValueError`` names a malformed one."""
         out = []

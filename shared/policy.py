@@ -230,6 +230,17 @@ class EstimationPolicy(_Strict):
     default_request: DefaultRequest = Field(default=DefaultRequest(), alias="defaultRequest")
     factor: float | None = Field(default=None, ge=0, le=4, allow_inf_nan=False)
     """Earlier spelling: one factor for every resource (``factors`` wins where both are set)."""
+    startup: GoDuration = timedelta(seconds=30)
+    """How long after binding a pod that is not Ready yet is still taken as not started: its
+    window starts at its Ready time, at the latest this long after binding (a pod uses little
+    before it runs; the metric's window does not cover it from the binding)."""
+
+    @field_validator("startup")
+    @classmethod
+    def _startup_range(cls, value: timedelta) -> timedelta:
+        if not timedelta(0) <= value <= timedelta(hours=1):
+            raise ValueError("must be between 0s and 1h")
+        return value
 
     def factor_of(self, resource: Resource) -> float:
         if self.factor is not None and resource not in self.factors.model_fields_set:

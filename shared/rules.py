@@ -123,7 +123,11 @@ class LoadRules:
         retention = timedelta(0)
         if estimation is not None:
             retention = max(
-                (s.coverage + s.period + EXTRA_ACTIVE_PERIOD for s in read if s.coverage),
+                (
+                    estimation.startup + s.coverage + s.period + EXTRA_ACTIVE_PERIOD
+                    for s in read
+                    if s.coverage
+                ),
                 default=timedelta(0),
             )
         if packing is not None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.annotations import Sample, Unknown
+from shared.annotations import Sample, Unknown, parse_timestamp
 from shared.estimation import NodeSize, Placement, predicted_cpu
 from shared.pods import Pod
 from shared.rules import LoadRules, MetricRule
@@ -150,4 +150,11 @@ def placement_of(pod: Pod, bound_at: datetime, rules: LoadRules) -> Placement:
         cpu=float(request.get("cpu", 0)),
         memory=float(request.get("memory", 0)),
         predicted_cpu=demand.predicted_cpu,
+        ready_at=ready_time(pod),
     )
+
+
+def ready_time(pod: Pod) -> datetime | None:
+    """When ``pod`` became Ready; ``None`` when it is not, or the time is malformed."""
+    stamp = pod.ready_at()
+    return parse_timestamp(stamp) if stamp else None

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from shared.annotations import parse_timestamp
 from shared.estimation import Placement
 from shared.pods import Pod
 from shared.rules import LoadRules
-from shared.strategies import placement_of
+from shared.strategies import placement_of, ready_time
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +77,28 @@ class PlacementIndex:
             return  # not bound yet (a pod assumed at bind keeps its place)
         known = self._node_of.get(uid)
         if known == node:
+            self._started(item, node)
             return
         if known is not None:
             self._remove(uid)  # assumed on another node than it was bound to
         now = self._clock()
         self._add(item, _binding(item, now), now, node)
+
+    def _started(self, pod: Pod, node: str) -> None:
+        """A known pod's update: when it became Ready is news once (estimation's window
+        starts then); any other update changes nothing estimation reads."""
+        estimation = self._rules.estimation
+        placement = self._by_node[node][pod.metadata.uid]
+        if estimation is None or placement.ready_at is not None or pod.ready_at() is None:
+            return
+        ready = ready_time(pod)
+        if ready is None:
+            return
+        started = replace(placement, ready_at=ready)
+        self._by_node[node][pod.metadata.uid] = started
+        if started.started_at(estimation.startup) != placement.started_at(estimation.startup):
+            self._frozen.pop(node, None)
+            self._on_change(node)
 
     def assume(self, pod: Pod, node: str) -> None:
         """Count ``pod`` on ``node`` now, as kube-scheduler binds it (the bind verb), before

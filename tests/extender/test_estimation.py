@@ -100,6 +100,54 @@ def test_the_index_keeps_recently_bound_pods_by_node() -> None:
     assert changed[-2:] == ["n1", "n2"]
 
 
+def turned_ready(body: dict[str, Any], at: datetime) -> dict[str, Any]:
+    body["status"]["conditions"].append(
+        {"type": "Ready", "status": "True", "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    )
+    return body
+
+
+def test_a_pod_turning_ready_moves_its_start_once() -> None:
+    rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
+    changed: list[str] = []
+    pods = index(rules, changed)
+    bound = NOW - timedelta(seconds=20)
+    pods.apply("ADDED", decoded(bound_pod("a", "n1", bound)))
+    startup = timedelta(seconds=30)
+    assert pods.of("n1")[0].started_at(startup) == bound + startup
+    changed.clear()
+    pods.apply("MODIFIED", decoded(bound_pod("a", "n1", bound)))  # nothing new
+    assert changed == []
+    pods.apply(
+        "MODIFIED", decoded(turned_ready(bound_pod("a", "n1", bound), bound + timedelta(seconds=8)))
+    )
+    assert pods.of("n1")[0].started_at(startup) == bound + timedelta(seconds=8)
+    assert changed == ["n1"]
+    # Ready again later (a restart): the first start stands
+    again = turned_ready(bound_pod("a", "n1", bound), NOW)
+    pods.apply("MODIFIED", decoded(again))
+    assert pods.of("n1")[0].started_at(startup) == bound + timedelta(seconds=8)
+    assert changed == ["n1"]
+    # Ready only after the allowance: the start does not move, no verdict is recomputed
+    pods.apply("ADDED", decoded(bound_pod("b", "n2", bound)))
+    changed.clear()
+    pods.apply(
+        "MODIFIED", decoded(turned_ready(bound_pod("b", "n2", bound), bound + timedelta(minutes=2)))
+    )
+    assert changed == []
+
+
+def test_without_estimation_readiness_is_not_news() -> None:
+    rules = LoadRules.from_policy(the_policy(scoring={"targetLoadPacking": {}}))
+    changed: list[str] = []
+    pods = index(rules, changed)
+    bound = NOW - timedelta(seconds=20)
+    pods.apply("ADDED", decoded(bound_pod("a", "n1", bound)))
+    changed.clear()
+    pods.apply("MODIFIED", decoded(turned_ready(bound_pod("a", "n1", bound), bound)))
+    assert changed == []
+
+
 def test_the_index_forgets_pods_past_the_retention() -> None:
     rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
     pods = index(rules)

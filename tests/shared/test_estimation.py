@@ -41,14 +41,50 @@ def pod(bound_at: datetime, cpu: float = 0.0, memory: float = 0.0) -> Placement:
 
 
 def test_estimated_share_worked_example() -> None:
-    """An 8-core node sampled at NOW; defaults 85 % CPU; three pods of 2 cores each: one
-    bound after the sample (1.7 cores), one 1 minute before (1.7 × 0.8), one 6 minutes before
-    (covered): (1.7 + 1.36) / 8 = 0.3825."""
+    """An 8-core node sampled at NOW; defaults 85 % CPU, startup 30 s; three pods of 2 cores
+    each, none Ready: one bound after the sample (1.7 cores), one 1 minute before (taken as
+    started 30 s later: 1.7 × 0.9), one 6 minutes before (covered):
+    (1.7 + 1.53) / 8 = 0.40375."""
     pods = [pod(NOW + MIN, cpu=2), pod(NOW - MIN, cpu=2), pod(NOW - 6 * MIN, cpu=2)]
     share = estimated_share(
         pods, resource="cpu", sample_at=NOW, window=5 * MIN, size=8, policy=EstimationPolicy()
     )
-    assert share == pytest.approx(0.3825)
+    assert share == pytest.approx(0.40375)
+    # with no startup allowance the window covers each pod from its binding: 1.7 × 0.8
+    at_binding = EstimationPolicy.model_validate({"startup": "0s"})
+    share = estimated_share(
+        pods, resource="cpu", sample_at=NOW, window=5 * MIN, size=8, policy=at_binding
+    )
+    assert share == pytest.approx((1.7 + 1.36) / 8)
+
+
+@pytest.mark.parametrize(
+    ("ready_after_binding", "started_after_binding"),
+    [
+        (None, timedelta(seconds=30)),  # not Ready: the allowance
+        (timedelta(seconds=12), timedelta(seconds=12)),  # Ready within it: then
+        (timedelta(seconds=90), timedelta(seconds=30)),  # Ready later: the allowance still
+        (timedelta(seconds=-5), timedelta(0)),  # a Ready time before the binding: the binding
+    ],
+)
+def test_a_pod_starts_when_ready_at_the_latest_the_startup_after_binding(
+    ready_after_binding: timedelta | None, started_after_binding: timedelta
+) -> None:
+    bound = NOW - MIN
+    placed = Placement(
+        uid="a",
+        bound_at=bound,
+        cpu=2,
+        memory=0,
+        ready_at=None if ready_after_binding is None else bound + ready_after_binding,
+    )
+    assert placed.started_at(timedelta(seconds=30)) == bound + started_after_binding
+    # a 2-core pod on an 8-core node, 1-minute window sampled at NOW
+    share = estimated_share(
+        [placed], resource="cpu", sample_at=NOW, window=MIN, size=8, policy=EstimationPolicy()
+    )
+    missed = 1 - (MIN - started_after_binding) / MIN
+    assert share == pytest.approx(1.7 * missed / 8)
 
 
 def test_a_pod_that_requests_nothing_is_estimated_at_the_default() -> None:
@@ -241,6 +277,9 @@ def test_per_node_limits(limits: str, overloaded: bool, error: str | None) -> No
             "spec.scoring",
             "not both",
         ),
+        ({"estimation": {"startup": "2h"}}, "spec.estimation.startup", "between 0s and 1h"),
+        ({"estimation": {"startup": "-5s"}}, "spec.estimation.startup", ""),
+        ({"estimation": {"startup": 30}}, "spec.estimation.startup", "Go duration"),
         (
             {"syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m", "window": "0s"}]},
             "spec.syncPolicy[0].window",
@@ -266,8 +305,9 @@ def test_defaults_read_from_metric_names() -> None:
     assert (cpu.resource, cpu.coverage) == ("cpu", 5 * MIN)
     assert rules.estimation is not None
     assert rules.estimation.factor_of("cpu") == 0.5  # the earlier single factor still reads
-    # retention: the longest window + period + 5m of the metrics estimated
-    assert rules.retention == 5 * MIN + 3 * MIN + 5 * MIN
+    # retention: the startup allowance + the longest window + period + 5m of the metrics
+    assert rules.estimation.startup == timedelta(seconds=30)
+    assert rules.retention == timedelta(seconds=30) + 5 * MIN + 3 * MIN + 5 * MIN
     assert not policy().reads_pods
 
 
