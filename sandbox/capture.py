@@ -114,11 +114,16 @@ def read_fixtures(folder: Path) -> dict[str, dict[str, Any]]:
     return {name: json.loads((folder / f"{name}.json").read_text()) for name in BODY_NAMES}
 
 
+FILLER_CPU, BIG_CPU = "6", "7"
+"""Of a node's 8 cores: a filler on every node leaves no room for a big pod but by preempting
+it, and still fits beside up to 2 cores that other tests' pods may hold."""
+
+
 def capture_every_verb(
     sandbox: Sandbox, extender: str, node_names: list[str], *, prefix: str = "capture"
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Two kube-schedulers (names-only and full-node) call ``extender`` through a recording
-    proxy: each places a pod (filter, prioritize), then, with a 7-CPU pod on every node, a
+    proxy: each places a pod (filter, prioritize), then, with a 6-CPU pod on every node, a
     higher-priority 7-CPU pod that fits only once kube-scheduler preempts (preempt).
     The first body of each verb and mode, and where the preempting pods were bound."""
     scheduling = k8s.SchedulingV1Api(sandbox.api)
@@ -140,7 +145,7 @@ def capture_every_verb(
                 pod_body(
                     f"{prefix}-filler-{node}",
                     scheduler_name=names,
-                    cpu="7",
+                    cpu=FILLER_CPU,
                     labels={"batch": batches["filler"]},
                 )
                 for node in node_names
@@ -161,7 +166,7 @@ def capture_every_verb(
                         pod_body(
                             f"{name}-big",
                             scheduler_name=name,
-                            cpu="7",
+                            cpu=BIG_CPU,
                             priority_class=priority,
                             labels={"batch": batches["big"]},
                         )

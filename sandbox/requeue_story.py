@@ -81,6 +81,8 @@ class RequeueRig:
     last_target: int = 0
     """Index of the node the last run's change made pass (load, stale)."""
     _count: int = 0
+    _held: set[str] = field(default_factory=set)
+    """Namespaces :meth:`hold` put pods in: cleared when the rig stops."""
 
     @property
     def settle(self) -> float:
@@ -122,6 +124,8 @@ class RequeueRig:
                 yield self
             finally:
                 self.annotate_all(dict.fromkeys((*METRICS, "node_hot_value")))
+                for namespace in sorted(self._held):
+                    self.clear_namespace(namespace)  # no pod of the rig outlives it
                 self.drop_quotas()
                 for name in self.schedulers.values():
                     box.stop_scheduler(name)
@@ -184,6 +188,7 @@ class RequeueRig:
         body["spec"]["nodeName"] = self.nodes[0]
         if high:
             body["spec"]["priorityClassName"] = HIGH
+        self._held.add(namespace)
         self.core.create_namespaced_pod(namespace, body)
 
     def clear_namespace(self, namespace: str) -> None:
