@@ -50,9 +50,9 @@ bench: setup
 	$(BIN)/python bench/quota.py
 	$(BIN)/python bench/dispatch.py
 
-## bench-quality: five strategies through one workload trace (about 25 minutes)
+## bench-quality: five strategies through three seeded workload traces, judged by medians (about 80 minutes)
 bench-quality: setup
-	$(BIN)/python bench/quality.py
+	$(BIN)/python bench/quality.py --rounds 3
 
 ## bench-reliability: faults, Prometheus faults, generated bad input, memory
 bench-reliability: setup

@@ -18,7 +18,7 @@ class MetricCell(BaseModel):
     age_seconds: float | None = Field(serialization_alias="ageSeconds")
     """Seconds since the value was sampled."""
     estimated: float
-    """Added for pods bound since the sample (estimation)."""
+    """Added for pods the sample does not show yet (estimation)."""
     limit: float | None
     """The predicate's limit (``None``: not a predicate, or 0 = off)."""
     limit_from: str | None = Field(serialization_alias="limitFrom")

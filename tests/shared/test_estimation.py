@@ -180,7 +180,7 @@ def test_estimation_rejects_a_node_its_sample_shows_below_the_limit() -> None:
     verdict = evaluate(load, rules, NOW + 3 * MIN, placed)
     assert verdict.overload == (
         "Load[cpu_usage_avg_5m]=0.71250 of node[n1] is above 0.65 "
-        "(0.50000 measured + 0.21250 estimated for pods bound since)"
+        "(0.50000 measured + 0.21250 estimated for pods the sample does not show yet)"
     )
     assert verdict.placed == 2
     cpu = verdict.terms[0]
