@@ -159,7 +159,8 @@ def overload_message(
     if estimated > 0:
         return (
             f"Load[{metric}]={value + estimated:.5f} of node[{node}] is above {limit:g} "
-            f"({value:.5f} measured + {estimated:.5f} estimated for pods the sample does not show yet)"
+            f"({value:.5f} measured + {estimated:.5f} estimated"
+            " for pods the sample does not show yet)"
         )
     return f"Load[{metric}]={value:.5f} of node[{node}] is above {limit:g}"
 
