@@ -10,6 +10,7 @@ cannot pin itself to one backend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -31,6 +32,8 @@ class RoundRobin:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+        """Connections not closed yet (both sides): closed, and waited for, on exit."""
 
     @property
     def url(self) -> str:
@@ -53,6 +56,8 @@ class RoundRobin:
             if self._server is not None:
                 self._server.close()
             await _cancel_others()
+            for writer in list(self._open):
+                await _closed(writer)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -62,6 +67,7 @@ class RoundRobin:
         self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open.add(writer)
         try:
             request = await _read_request(reader)
             if request is not None:
@@ -71,7 +77,11 @@ class RoundRobin:
         except asyncio.CancelledError:
             pass  # the balancer is closing
         finally:
-            writer.close()
+            await self._close(writer)
+
+    async def _close(self, writer: asyncio.StreamWriter) -> None:
+        self._open.discard(writer)
+        await _closed(writer)
 
     async def _forward(self, request: bytes, client: asyncio.StreamWriter) -> None:
         for _ in range(len(self.backends)):
@@ -81,6 +91,7 @@ class RoundRobin:
                 reader, writer = await asyncio.open_connection(self._host, port)
             except OSError:
                 continue  # not ready: the next endpoint
+            self._open.add(writer)
             try:
                 writer.write(request)
                 await writer.drain()
@@ -89,10 +100,18 @@ class RoundRobin:
                     await client.drain()
                 self.served[port] += 1
             finally:
-                writer.close()
+                await self._close(writer)
             return
         client.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
         await client.drain()
+
+
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    """Close ``writer`` and wait until its transport is (a transport left closing when the
+    loop stops is reported unclosed when collected)."""
+    writer.close()
+    with contextlib.suppress(OSError, RuntimeError):
+        await writer.wait_closed()
 
 
 async def _cancel_others() -> None:
