@@ -81,12 +81,17 @@ def chosen(text: str) -> list[str]:
     return keys
 
 
-def notes(shape: TraceShape, seed: int, trace_pods: int, bursts: dict[str, int]) -> list[str]:
-    return [
+def trace_note(shape: TraceShape, seed: int, trace_pods: int, bursts: dict[str, int]) -> str:
+    return (
         f"trace: seed {seed}, {trace_pods} pods over {shape.arrivals_for:.0f} s: steady arrivals "
         f"({shape.steady_rate}/s, lifetimes {shape.steady_lifetime[0]:.0f}–{shape.steady_lifetime[1]:.0f} s) "
         f"and bursts {', '.join(f'{g}: {n} pods' for g, n in bursts.items())}; "
-        f"pods start using CPU {shape.startup[0]:.0f}–{shape.startup[1]:.0f} s after binding",
+        f"pods start using CPU {shape.startup[0]:.0f}–{shape.startup[1]:.0f} s after binding"
+    )
+
+
+def setting_notes() -> list[str]:
+    return [
         f"shortened for minutes, not hours: metrics are 1-minute averages and standard deviations "
         f"synced every {PERIOD} (crane: 5-minute averages every 3 minutes); Prometheus scrapes "
         f"and evaluates rules every 5 s; hot value {HOT_VALUE} (crane's 5m and 1m, scaled)",
@@ -156,10 +161,8 @@ def main() -> int:
             rounds.append(outcomes)
         say("shutting down")
     print("quality: the same trace through each strategy, measured from true node usage")
-    lines = []
-    for trace in traces:
-        lines += notes(shape, trace.seed, len(trace.arrivals), trace.bursts)[:1]
-    lines += notes(shape, options.seed, 0, {})[1:]
+    lines = [trace_note(shape, t.seed, len(t.arrivals), t.bursts) for t in traces]
+    lines += setting_notes()
     for line in lines:
         print(f"  {line}")
     for number, outcomes in enumerate(rounds):
