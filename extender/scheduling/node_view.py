@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
@@ -163,15 +164,20 @@ class NodeView:
       passes (:data:`PASSES`);
     - ``encoded_scores``: its prioritize entry, already JSON (joined into the answer as is);
     - ``unknowns``: its unknown values, for nodes that have some;
-    - ``reasons``: the (metric, reason) of each rejected node.
+    - ``reasons``: the (metric, reason) of each rejected node, and ``reason_counts`` how many
+      rejected nodes have each: a request that asks about every rejected node (kube-scheduler
+      asks about every node it has not ruled out itself) takes these and ``refusals`` whole.
 
     ``clean`` (passing with every value known), ``scores`` and ``refusals`` are the same facts
     for other readers. ``version`` changes with every change, so answers computed from one
     version can be kept until the next (:class:`extender.scheduling.verbs.AnswerMemo`)."""
 
     __slots__ = (
+        "_frozen",
+        "_frozen_version",
         "clean",
         "encoded_scores",
+        "reason_counts",
         "reasons",
         "refusals",
         "scores",
@@ -190,7 +196,19 @@ class NodeView:
         self.standing: dict[str, Standing] = {}
         self.refusals: dict[str, str] = {}
         self.reasons: dict[str, tuple[str, str]] = {}
+        self.reason_counts: Counter[tuple[str, str]] = Counter()
         self.unknowns: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._frozen: dict[str, str] = {}
+        self._frozen_version = 0
+
+    def frozen_refusals(self) -> dict[str, str]:
+        """``refusals`` as of this version: a copy made once per version, so that what a
+        caller keeps does not change under it, and the same object until the next change
+        (callers read it, never change it)."""
+        if self._frozen_version != self.version:
+            self._frozen = dict(self.refusals)
+            self._frozen_version = self.version
+        return self._frozen
 
     def put(self, name: str, verdict: Verdict) -> None:
         if self.verdicts.get(name) is verdict:
@@ -206,6 +224,7 @@ class NodeView:
             self.standing[name] = (verdict.overload, reason)
             self.refusals[name] = verdict.overload
             self.reasons[name] = reason
+            self.reason_counts[reason] += 1
         if verdict.unknown:
             self.unknowns[name] = verdict.unknown
         if verdict.overload is None and not verdict.unknown:
@@ -213,6 +232,13 @@ class NodeView:
 
     def drop(self, name: str) -> None:
         self.version += 1
+        reason = self.reasons.get(name)
+        if reason is not None:
+            left = self.reason_counts[reason] - 1
+            if left:
+                self.reason_counts[reason] = left
+            else:
+                del self.reason_counts[reason]
         for index in (
             self.verdicts,
             self.scores,

@@ -359,7 +359,12 @@ class _Tally:
         """:meth:`judge` for many names at once, from the view's indexes (names-only mode);
         the names that pass, in order. One lookup per name, then passes in C over the
         results: a node's standing is ``()`` when it passes, (message, reason) when it does
-        not and ``None`` when the view lacks it."""
+        not and ``None`` when the view lacks it.
+
+        When the names include every node the view rejects (as kube-scheduler's do: it asks
+        about every node it has not ruled out itself), the rejections and their count by
+        reason are the view's own, taken whole rather than rebuilt name by name (a copy is
+        made before anything is added to them)."""
         standing = list(map(view.standing.get, names))
         refused = list(filter(None, standing))
         missing = (
@@ -374,11 +379,17 @@ class _Tally:
         if not self.check:
             return names
         if refused:
-            messages = map(itemgetter(0), refused)
-            self.rejected.update(zip(compress(names, standing), messages, strict=True))
-            self.reasons.update(map(itemgetter(1), refused))
+            if len(refused) == len(view.refusals):
+                self.rejected = view.frozen_refusals()
+                self.reasons = view.reason_counts
+            else:
+                messages = map(itemgetter(0), refused)
+                self.rejected.update(zip(compress(names, standing), messages, strict=True))
+                self.reasons.update(map(itemgetter(1), refused))
         if self.fail_closed and missing:
+            self.rejected = dict(self.rejected)
             self.rejected.update((n, NOT_CACHED_CLOSED.format(n)) for n in missing)
+            self.reasons = Tally(self.reasons)
             self.reasons[("*", "not-cached")] += len(missing)
             return list(filterfalse(self.rejected.__contains__, names))
         return list(compress(names, map(not_, standing))) if refused else names

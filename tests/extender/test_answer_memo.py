@@ -125,3 +125,49 @@ def test_memo_keeps_one_view_version_and_a_bounded_number_of_sets() -> None:
     memo.put("z", 3)  # full: the oldest goes
     assert (memo.get(1, "x"), memo.get(1, "y"), memo.get(1, "z")) == (None, 2, 3)
     assert memo.get(2, "z") is None  # another version of the view
+
+
+def per_name(decide: LoadAwareExtender, names: list[str]) -> tuple[dict[str, str], dict[Any, int]]:
+    """The rejections and their count by reason, judged one name at a time (the full-node
+    path's way), from the same view."""
+    from extender.scheduling.verbs import _Tally  # noqa: PLC0415 - the reference it checks against
+
+    view = decide.view(NOW)
+    tally = _Tally(fail_closed=False, check=True)
+    for name in names:
+        tally.judge(name, view.verdicts.get(name))
+    return tally.rejected, dict(tally.reasons)
+
+
+def test_rejections_taken_whole_from_the_view_equal_those_judged_name_by_name(
+    rules: LoadRules,
+) -> None:
+    """Asked about every node (the view's rejections taken whole) or about a subset (built
+    name by name), the answer and the counts by reason are those of judging each name; after
+    nodes change, pass, are deleted and come back, and the answer kept by a caller stays as
+    it was handed out."""
+    nodes = [node(f"n{i}", 0.9 if i % 3 == 0 else 0.3) for i in range(12)]
+    decide, cache, _ = extender(rules, nodes)
+    names = [n.metadata.name for n in nodes]
+    kept = ask(decide, "filter", names)["FailedAndUnresolvableNodes"]
+    handed = decide.view(NOW).frozen_refusals()
+    changes = [
+        ("MODIFIED", node("n1", 0.95)),
+        ("MODIFIED", node("n0", 0.2)),
+        ("DELETED", node("n3", 0.9)),
+        ("ADDED", node("n3", 0.92)),
+        ("MODIFIED", node("n6", 0.2)),
+    ]
+    for event, item in changes:
+        before = filtered_total(decide)
+        cache.apply(event, item)
+        for asked in (names, names[::-1], names[2:], ["n1", "n4"]):
+            rejected, reasons = per_name(decide, asked)
+            answer = ask(decide, "filter", asked)
+            assert answer["FailedAndUnresolvableNodes"] == rejected
+            assert set(answer["NodeNames"]) == set(asked) - set(rejected)
+            assert filtered_total(decide) - before == sum(reasons.values())
+            before = filtered_total(decide)
+        assert dict(decide.view(NOW).reason_counts) == per_name(decide, names)[1]
+    assert kept == {f"n{i}": handed[f"n{i}"] for i in (0, 3, 6, 9)}
+    assert handed.keys() == {"n0", "n3", "n6", "n9"}, "what was handed out did not change"
