@@ -289,6 +289,28 @@ def to_extender_score(score: int) -> int:
     return min(max((score + 5) // 10, 0), MAX_EXTENDER_SCORE)
 
 
+def normalized_table(scores: Sequence[int | None]) -> list[int]:
+    """``spec.scoring.normalize: minMax``: the 0..10 answered for each 0..100 score (index),
+    given the scores of the nodes asked about (``None`` for a node with none): the lowest known
+    score 0, the highest 10, linear between, rounded half up. When every known score is the
+    same there is nothing to spread, and crane's :func:`to_extender_score` applies.
+
+    The protocol carries only 0..10, so crane's mapping ties nodes up to ten points apart (a
+    20-point CPU difference when memory weighs the same) and kube-scheduler's request-based
+    scores then decide; spread over the nodes asked about, any difference in load counts."""
+    known: Sequence[int] = (
+        [s for s in scores if s is not None] if None in scores else scores  # type: ignore[assignment]
+    )
+    low, high = (min(known), max(known)) if known else (0, 0)
+    if high <= low:
+        return [to_extender_score(s) for s in range(MAX_NODE_SCORE + 1)]
+    span = high - low
+    return [
+        min(max((20 * (s - low) + span) // (2 * span), 0), MAX_EXTENDER_SCORE)
+        for s in range(MAX_NODE_SCORE + 1)
+    ]
+
+
 def hot_value(
     binding_times: Iterable[datetime], entries: Sequence[HotValuePolicy], now: datetime
 ) -> int:

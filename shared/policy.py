@@ -292,6 +292,10 @@ class ScoringPolicy(_Strict):
     load_variation_risk_balancing: LoadVariationRiskBalancing | None = Field(
         default=None, alias="loadVariationRiskBalancing"
     )
+    normalize: Literal["none", "minMax"] = "none"
+    """How a node's 0..100 score becomes the protocol's 0..10: ``none`` is crane's
+    ``round(score/10)``; ``minMax`` spreads the nodes asked about over the whole 0..10 (lowest
+    0, highest 10), so that loads a few points apart are told apart."""
 
     @model_validator(mode="after")
     def _at_most_one(self) -> ScoringPolicy:

@@ -73,6 +73,9 @@ class LoadRules:
     risk: RiskBalancing | None = None
     retention: timedelta = timedelta(0)
     """How long after binding a pod can still change a verdict (0: pods are not read)."""
+    normalize: bool = False
+    """``spec.scoring.normalize: minMax``: prioritize spreads the nodes asked about over
+    0..10 (:func:`shared.load_model.normalized_scores`)."""
 
     @property
     def reads_pods(self) -> bool:
@@ -144,6 +147,7 @@ class LoadRules:
             packing=packing,
             risk=risk,
             retention=retention,
+            normalize=spec.scoring.normalize == "minMax",
         )
 
     @property

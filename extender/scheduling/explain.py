@@ -4,7 +4,8 @@ now, with what each metric contributed, and the elastic-quota admission of its n
 Nothing here decides anything: the verdicts are the node view's (:meth:`LoadAwareExtender.view`,
 the one names-only filter and prioritize read), a node's rejection is
 :func:`extender.scheduling.verbs.refusal`, its 0..10 is
-:func:`extender.scheduling.verbs.extender_score`, and the quota's decision is the gate's
+:func:`extender.scheduling.verbs.scaled` over the nodes explained (as prioritize's is over the
+nodes asked about), and the quota's decision is the gate's
 side-effect-free :meth:`QuotaGate.check`. The models below are the JSON of ``/v1/explain``
 (:mod:`extender.scheduling.explain_routes`) and are documented in the OpenAPI schema.
 """
@@ -19,11 +20,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from extender.scheduling.quota_gate import QuotaGate
-from extender.scheduling.verbs import LoadAwareExtender, extender_score, refusal
+from extender.scheduling.verbs import LoadAwareExtender, node_score, refusal, scaled
 from shared.load_model import MetricTerm, Verdict
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity
 from shared.quota import ZERO, QuotaState
+from shared.rules import LoadRules
 from shared.strategies import PodDemand, demand_of, pod_score
 
 QUOTA_REFUSED = "elasticquota"
@@ -128,8 +130,12 @@ class Explainer:
         quota = explain_quota(extender.quota, pod)
         check = not pod.is_daemonset_pod
         names = sorted(view.verdicts) if nodes is None else list(dict.fromkeys(nodes))
+        finals = scaled(
+            [node_score(view.verdicts.get(n), demand, rules) for n in names],
+            normalize=rules.normalize,
+        )
         rows = []
-        for name in names:
+        for name, final in zip(names, finals, strict=True):
             verdict = view.verdicts.get(name)
             refused = refusal(name, verdict, fail_closed=rules.fail_closed, check=check)
             rejected_by, reason = (refused[1][0], refused[0]) if refused else (None, None)
@@ -144,7 +150,7 @@ class Explainer:
                     cached=verdict is not None,
                     placed=verdict.placed if verdict else 0,
                     limits_error=verdict.limits_error if verdict else None,
-                    score=_score(verdict, demand, extender),
+                    score=_score(verdict, demand, rules, final),
                     metrics=[_metric(t, now) for t in verdict.terms] if verdict else [],
                 )
             )
@@ -160,10 +166,8 @@ class Explainer:
 
 
 def _score(
-    verdict: Verdict | None, demand: PodDemand | None, extender: LoadAwareExtender
+    verdict: Verdict | None, demand: PodDemand | None, rules: LoadRules, final: int
 ) -> ScoreExplanation:
-    rules = extender.rules
-    final = extender_score(verdict, demand, rules)
     if verdict is None:
         return ScoreExplanation(
             final=final,

@@ -163,6 +163,8 @@ class NodeView:
     - ``standing``: every cached node's (rejection message, (metric, reason)), ``()`` when it
       passes (:data:`PASSES`);
     - ``encoded_scores``: its prioritize entry, already JSON (joined into the answer as is);
+      ``raw_scores`` its 0..100 score and ``score_prefixes`` its entry up to the score, for
+      answers that spread the scores over the nodes asked about (``normalize: minMax``);
     - ``unknowns``: its unknown values, for nodes that have some;
     - ``reasons``: the (metric, reason) of each rejected node, and ``reason_counts`` how many
       rejected nodes have each: a request that asks about every rejected node (kube-scheduler
@@ -177,9 +179,11 @@ class NodeView:
         "_frozen_version",
         "clean",
         "encoded_scores",
+        "raw_scores",
         "reason_counts",
         "reasons",
         "refusals",
+        "score_prefixes",
         "scores",
         "standing",
         "unknowns",
@@ -193,6 +197,8 @@ class NodeView:
         self.clean: set[str] = set()
         self.scores: dict[str, HostPriority] = {}
         self.encoded_scores: dict[str, bytes] = {}
+        self.raw_scores: dict[str, int] = {}
+        self.score_prefixes: dict[str, bytes] = {}
         self.standing: dict[str, Standing] = {}
         self.refusals: dict[str, str] = {}
         self.reasons: dict[str, tuple[str, str]] = {}
@@ -216,7 +222,9 @@ class NodeView:
         self.drop(name)
         self.verdicts[name] = verdict
         score = self.scores[name] = HostPriority(name, verdict.extender_score)
-        self.encoded_scores[name] = ENCODER.encode(score)
+        self.encoded_scores[name] = encoded = ENCODER.encode(score)
+        self.raw_scores[name] = verdict.score
+        self.score_prefixes[name] = encoded[: encoded.rindex(b":") + 1]
         if verdict.overload is None:
             self.standing[name] = PASSES
         else:
@@ -243,6 +251,8 @@ class NodeView:
             self.verdicts,
             self.scores,
             self.encoded_scores,
+            self.raw_scores,
+            self.score_prefixes,
             self.standing,
             self.refusals,
             self.reasons,

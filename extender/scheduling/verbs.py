@@ -40,7 +40,13 @@ from extender.scheduling.wire import (
     PreemptionResult,
 )
 from shared.errors import LoadschedError
-from shared.load_model import LoadRules, Verdict, to_extender_score
+from shared.load_model import (
+    MAX_NODE_SCORE,
+    LoadRules,
+    Verdict,
+    normalized_table,
+    to_extender_score,
+)
 from shared.strategies import PodDemand, demand_of, pod_score
 
 logger = logging.getLogger(__name__)
@@ -58,6 +64,9 @@ class NamesOnlyUnavailable(LoadschedError):
 
 
 FullNodes = list[tuple[str, Verdict, msgspec.Raw]]
+
+EXTENDER_SCORES = [to_extender_score(score) for score in range(MAX_NODE_SCORE + 1)]
+"""crane's 0..10 for each 0..100 score."""
 
 
 class InvalidNode(LoadschedError):
@@ -231,22 +240,25 @@ class LoadAwareExtender:
 
     def prioritize(self, pod: PodInfo, args: ExtenderArgs) -> list[HostPriority] | msgspec.Raw:
         """0..10 per node; a node the cache lacks scores 0, like one with no metrics. With a
-        Trimaran strategy the score depends on what the pod brings (:func:`pod_score`)."""
+        Trimaran strategy the score depends on what the pod brings (:func:`pod_score`); with
+        ``normalize: minMax`` on the other nodes asked about too (:func:`normalized_table`)."""
         self.binder.remember(pod)
         now = self._clock()
         rules = self._rules
         demand = demand_of(pod, rules) if rules.strategy_metrics else None
         if args.NodeNames is None:
-            return [
-                HostPriority(name, self._score(verdict, demand))
-                for name, verdict, _ in self._full_nodes(args, now)
-            ]
+            rows = self._full_nodes(args, now)
+            raw = [node_score(verdict, demand, rules) for _, verdict, _ in rows]
+            scores = scaled(raw, normalize=rules.normalize)
+            return [HostPriority(row[0], score) for row, score in zip(rows, scores, strict=True)]
         names = args.NodeNames
         view = self._view(now)
-        if demand is None:
-            found = _join_scores(names, view)
-        else:
+        if demand is not None:
             found = self._scored_for(names, demand, view)
+        elif rules.normalize:
+            found = _join_normalized(names, view)
+        else:
+            found = _join_scores(names, view)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("pod/%s: scores %s", pod.key, bytes(found)[:400].decode(errors="replace"))
         return found
@@ -256,14 +268,12 @@ class LoadAwareExtender:
         key = (frozenset(names), demand)
         found = self._scored.get(view.version, key)
         if found is None:
-            verdicts = view.verdicts.get
-            scores = [HostPriority(n, self._score(verdicts(n), demand)) for n in names]
+            verdicts, rules = view.verdicts.get, self._rules
+            raw = [node_score(verdicts(n), demand, rules) for n in names]
+            scores = list(map(HostPriority, names, scaled(raw, normalize=rules.normalize)))
             found = msgspec.Raw(ENCODER.encode(scores))
             self._scored.put(key, found)
         return found
-
-    def _score(self, verdict: Verdict | None, demand: PodDemand | None) -> int:
-        return extender_score(verdict, demand, self._rules)
 
     @property
     def rules(self) -> LoadRules:
@@ -319,14 +329,22 @@ def refusal(
     return None
 
 
-def extender_score(verdict: Verdict | None, demand: PodDemand | None, rules: LoadRules) -> int:
-    """The 0..10 prioritize answers for a node: 0 for one the cache lacks; the verdict's own
-    score, or with a strategy (``demand`` given) the pod's (:func:`pod_score`)."""
+def node_score(verdict: Verdict | None, demand: PodDemand | None, rules: LoadRules) -> int | None:
+    """A node's 0..100 score: ``None`` for one the cache lacks; the verdict's own score, or
+    with a strategy (``demand`` given) the pod's (:func:`pod_score`)."""
     if verdict is None:
-        return 0
+        return None
     if demand is None:
-        return verdict.extender_score
-    return to_extender_score(pod_score(verdict.strategy, verdict.score, verdict.hot, rules, demand))
+        return verdict.score
+    return pod_score(verdict.strategy, verdict.score, verdict.hot, rules, demand)
+
+
+def scaled(raw: list[int | None], *, normalize: bool) -> list[int]:
+    """The protocol's 0..10 for each 0..100 score of the nodes asked about (``None``, a node
+    the cache lacks, scores 0): crane's mapping, or spread over these nodes with
+    ``normalize: minMax``."""
+    table = normalized_table(raw) if normalize else EXTENDER_SCORES
+    return [0 if score is None else table[score] for score in raw]
 
 
 class _Tally:
@@ -399,6 +417,19 @@ class _Tally:
         metrics.count_unknown(self.unknown)
         if self.uncached:
             metrics.uncached_nodes.inc(self.uncached)
+
+
+def _join_normalized(names: list[str], view: NodeView) -> msgspec.Raw:
+    """The prioritize answer for ``names`` with ``normalize: minMax``: each node's entry up to
+    its score, joined with its score spread over these nodes; a node the view lacks scores 0."""
+    raw = list(map(view.raw_scores.get, names))
+    if None in raw:
+        scores = scaled(raw, normalize=True)
+        return msgspec.Raw(ENCODER.encode(list(map(HostPriority, names, scores))))
+    ends = [b"%d}" % score for score in normalized_table(raw)]
+    prefixes = map(view.score_prefixes.__getitem__, names)
+    entries = map(bytes.__add__, prefixes, map(ends.__getitem__, raw))  # type: ignore[arg-type]
+    return msgspec.Raw(b"".join((b"[", b",".join(entries), b"]")))
 
 
 def _join_scores(names: list[str], view: NodeView) -> msgspec.Raw:

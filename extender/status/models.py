@@ -44,7 +44,8 @@ class NodeRow(BaseModel):
     score: int
     """0..100 (crane's scale, hot-value penalty included)."""
     extender_score: int = Field(serialization_alias="extenderScore")
-    """0..10, what prioritize answers."""
+    """0..10, what prioritize answers (crane's mapping; with ``normalize: minMax`` prioritize
+    spreads the nodes asked about instead)."""
     hot: float
     """The fresh hot value (each point costs 10 of the 0..100 score)."""
     hot_age_seconds: float | None = Field(serialization_alias="hotAgeSeconds")

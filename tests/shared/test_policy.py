@@ -112,6 +112,7 @@ def edit(path: str, value: object) -> dict[str, object]:
         (edit("spec.syncPolicy.0.perod", "3m"), "spec.syncPolicy[0].perod", "unknown field"),
         (edit("spec.weights", {}), "spec.weights", "unknown field"),
         (edit("spec.staleData", "sometimes"), "spec.staleData", "failOpen"),
+        (edit("spec.scoring", {"normalize": "sorted"}), "spec.scoring.normalize", "minMax"),
         (edit("spec.timestampZone", "Mars/Olympus"), "spec.timestampZone", "unknown time zone"),
         (edit("kind", "Policy"), "kind", "got 'Policy'"),
         (edit("spec.priority", "all"), "spec.priority", "tuple"),
