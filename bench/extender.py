@@ -44,10 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
 from bench.naive_models import ExtenderArgs as NaiveArgs  # noqa: E402
+from extender.scheduling.metrics import ExtenderMetrics  # noqa: E402
 from extender.scheduling.node_view import NodeLoadCache  # noqa: E402
-from extender.scheduling.wire import ARGS_DECODER, NODE_DECODER  # noqa: E402
+from extender.scheduling.verbs import LoadAwareExtender  # noqa: E402
+from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
+from shared.policy import ScoringPolicy, default_policy  # noqa: E402
 from tests import payloads  # noqa: E402
 
 TARGETS = {("names-only", 5000): 5.0, ("full-node", 1000): 50.0}
@@ -209,6 +211,46 @@ def slim_decode(body: bytes) -> None:
     args = ARGS_DECODER.decode(body)
     for raw in args.Nodes.items if args.Nodes and args.Nodes.items else ():
         NODE_DECODER.decode(raw)
+
+
+def measure_decisions(nodes: list[dict[str, object]], rounds: int) -> None:
+    """The decision alone, in this process (no HTTP, no other task): names-only filter and
+    prioritize at every node, each call's body decoded first and its answer encoded, with
+    crane's 0..10 and with ``normalize: minMax`` side by side."""
+    names = [str(x["metadata"]["name"]) for x in nodes]  # type: ignore[index]
+    bodies = [payloads.encode(payloads.names_args(names[:i] + names[i + 1 :])) for i in range(32)]
+    decoded = [NODE_DECODER.decode(json.dumps(x)) for x in nodes]
+    policy = default_policy()
+    print()
+    print(
+        f"names-only decision in-process at {len(nodes)} nodes, a new node set every call "
+        f"(decode + decide + encode, ms, {rounds} calls)"
+    )
+    for normalize in ("none", "minMax"):
+        spec = policy.spec.model_copy(update={"scoring": ScoringPolicy(normalize=normalize)})
+        rules = LoadRules.from_policy(policy.model_copy(update={"spec": spec}))
+        cache = NodeLoadCache(rules)
+        cache.replace(decoded)
+        decide = LoadAwareExtender(
+            rules=rules,
+            clock=lambda: datetime.now(UTC),
+            metrics=ExtenderMetrics(),
+            node_cache=cache,
+        )
+        cells = []
+        for verb in ("filter", "prioritize"):
+            samples = []
+            for i in range(rounds + 3):
+                started = time.perf_counter()
+                args = ARGS_DECODER.decode(bodies[i % len(bodies)])
+                assert args.Pod is not None
+                ENCODER.encode(getattr(decide, verb)(args.Pod, args))
+                if i >= 3:
+                    samples.append((time.perf_counter() - started) * 1000)
+            cells.append(
+                f"{verb} p50/p99 {percentile(samples, 50):.3f}/{percentile(samples, 99):.3f}"
+            )
+        print(f"  normalize {normalize:<7} " + "  ".join(cells))
 
 
 def churn_rates(text: str) -> list[float]:
@@ -402,6 +444,7 @@ def main() -> int:
             process.terminate()
             process.wait(10)
 
+    measure_decisions(largest, 300 if quick else 2000)
     print()
     print(
         "request decode, same bodies, in-process (median ms): naive full pydantic vs slim msgspec"

@@ -1,4 +1,4 @@
-"""Do clusters run cooler? The same seeded workload trace through five strategies on the real
+"""Do clusters run cooler? The same seeded workload trace through six strategies on the real
 control plane, measured from the nodes' true usage rather than the lagging metrics.
 
 Strategies (bench/quality_strategies.py): the plain kube-scheduler; crane's model (loadsched,

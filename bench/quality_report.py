@@ -19,6 +19,7 @@ COLORS = {
     "plain": "#7f8c8d",
     "hot-only": "#e67e22",
     "estimation": "#27ae60",
+    "estimation-minmax": "#16a085",
     "tlp": "#2980b9",
     "lvrb": "#8e44ad",
 }

@@ -121,6 +121,18 @@ STRATEGIES = (
         HOT_VALUE,
     ),
     Strategy(
+        "estimation-minmax",
+        "loadsched: estimation + hot value, scores spread over 0..10",
+        {
+            "predicate": PREDICATES,
+            "priority": PRIORITIES,
+            "hotValue": HOT_VALUE,
+            "estimation": KOORDINATOR,
+            "scoring": {"normalize": "minMax"},
+        },
+        HOT_VALUE,
+    ),
+    Strategy(
         "tlp",
         "Trimaran TargetLoadPacking (40 %)",
         {
@@ -147,5 +159,5 @@ STRATEGIES = (
     ),
 )
 BY_KEY = {s.key: s for s in STRATEGIES}
-DEFAULT = ("plain", "hot-only", "estimation", "tlp", "lvrb")
+DEFAULT = ("plain", "hot-only", "estimation", "estimation-minmax", "tlp", "lvrb")
 """What a run compares unless told otherwise."""

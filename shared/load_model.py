@@ -301,7 +301,11 @@ def normalized_table(scores: Sequence[int | None]) -> list[int]:
     known: Sequence[int] = (
         [s for s in scores if s is not None] if None in scores else scores  # type: ignore[assignment]
     )
-    low, high = (min(known), max(known)) if known else (0, 0)
+    return spread_table(min(known), max(known)) if known else spread_table(0, 0)
+
+
+def spread_table(low: int, high: int) -> list[int]:
+    """:func:`normalized_table` for known scores from ``low`` to ``high``."""
     if high <= low:
         return [to_extender_score(s) for s in range(MAX_NODE_SCORE + 1)]
     span = high - low

@@ -10,8 +10,8 @@ import logging
 from collections import Counter as Tally
 from collections.abc import Callable, Hashable
 from datetime import datetime
-from itertools import chain, compress, filterfalse
-from operator import itemgetter, not_
+from itertools import chain, compress, filterfalse, repeat
+from operator import add, itemgetter, not_
 from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
@@ -45,6 +45,7 @@ from shared.load_model import (
     LoadRules,
     Verdict,
     normalized_table,
+    spread_table,
     to_extender_score,
 )
 from shared.strategies import PodDemand, demand_of, pod_score
@@ -422,13 +423,15 @@ class _Tally:
 def _join_normalized(names: list[str], view: NodeView) -> msgspec.Raw:
     """The prioritize answer for ``names`` with ``normalize: minMax``: each node's entry up to
     its score, joined with its score spread over these nodes; a node the view lacks scores 0."""
-    raw = list(map(view.raw_scores.get, names))
-    if None in raw:
-        scores = scaled(raw, normalize=True)
+    raw = list(map(view.raw_scores.get, names, repeat(-1)))
+    low = min(raw, default=0)
+    if low < 0:  # a name the view lacks
+        known = [None if score < 0 else score for score in raw]
+        scores = scaled(known, normalize=True)
         return msgspec.Raw(ENCODER.encode(list(map(HostPriority, names, scores))))
-    ends = [b"%d}" % score for score in normalized_table(raw)]
+    ends = [b"%d}" % score for score in spread_table(low, max(raw, default=0))]
     prefixes = map(view.score_prefixes.__getitem__, names)
-    entries = map(bytes.__add__, prefixes, map(ends.__getitem__, raw))  # type: ignore[arg-type]
+    entries = map(add, prefixes, map(ends.__getitem__, raw))
     return msgspec.Raw(b"".join((b"[", b",".join(entries), b"]")))
 
 
