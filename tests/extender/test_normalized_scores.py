@@ -56,12 +56,16 @@ NODES = [node("a", 0.40), node("b", 0.45), node("c", 0.50), node("d", 0.58)]
 56 is 55.99… in float64, as in crane)."""
 
 
-def scores(the_rules: LoadRules, names: list[str], *, full: bool = False) -> dict[str, int]:
+def extender(the_rules: LoadRules, nodes: list[dict[str, Any]]) -> LoadAwareExtender:
     cache = NodeLoadCache(the_rules)
-    cache.replace(decoded(NODES))
-    decide = LoadAwareExtender(
+    cache.replace(decoded(nodes))
+    return LoadAwareExtender(
         rules=the_rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
     )
+
+
+def scores(the_rules: LoadRules, names: list[str], *, full: bool = False) -> dict[str, int]:
+    decide = extender(the_rules, NODES)
     by_name = {n["metadata"]["name"]: n for n in NODES}
     if full:
         body = payloads.full_args([by_name[n] for n in names if n in by_name])
@@ -106,12 +110,7 @@ def test_one_node_or_equal_scores_keep_crane_mapping() -> None:
 
 def test_the_hot_value_counts_before_the_spread() -> None:
     hot = [node("a", 0.40, hot=1), node("b", 0.45)]  # a: 65 - 10 = 55 < b: 62
-    the_rules = rules("minMax")
-    cache = NodeLoadCache(the_rules)
-    cache.replace(decoded(hot))
-    decide = LoadAwareExtender(
-        rules=the_rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
-    )
+    decide = extender(rules("minMax"), hot)
     args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(["a", "b"])))
     assert args.Pod is not None
     answer = json.loads(ENCODER.encode(decide.prioritize(args.Pod, args)))
@@ -152,11 +151,7 @@ def test_explain_shows_the_spread_prioritize_answers() -> None:
     from extender.scheduling.explain import Explainer  # noqa: PLC0415
 
     the_rules = rules("minMax")
-    cache = NodeLoadCache(the_rules)
-    cache.replace(decoded(NODES))
-    decide = LoadAwareExtender(
-        rules=the_rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
-    )
+    decide = extender(the_rules, NODES)
     args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(["a"])))
     assert args.Pod is not None
     explained = Explainer(decide, clock=lambda: NOW).explain(args.Pod)
