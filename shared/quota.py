@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 from shared.quantity import ResourceList, add, format_quantity, parse_resources, subtract
 
@@ -73,12 +73,21 @@ def _mapping(value: object, where: str) -> Mapping[str, object] | None:
     raise ValueError(f"{where}: must be a map of resource quantities")
 
 
+QuotaRule = Literal["no-quota", "within-min", "borrowing", "max", "pool", "reclaiming"]
+"""Which rule decided an admission: no quota governs the pod; it stays within its namespace's
+``min``; it borrows what other namespaces leave unused of theirs; it would pass ``max``; it
+would borrow beyond what the pool of ``min`` leaves; it is within ``min`` but that is lent
+out (borrowers give it back)."""
+
+
 @dataclass(frozen=True)
 class Admission:
     admitted: bool
     message: str = ""
     preemption_may_help: bool = False
     """True: reject through ``FailedNodes`` (kube-scheduler may preempt); else unresolvable."""
+    rule: QuotaRule | None = None
+    """The rule that decided (``None``: no quota rule, e.g. an admission not recorded)."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +207,7 @@ def admit(
     keeps them up to date (:class:`Totals`); they are computed otherwise."""
     quota = quotas.get(namespace)
     if quota is None:
-        return Admission(True)
+        return Admission(True, rule="no-quota")
     mine = used.get(namespace, {})
     freeable = lower_priority_used or {}
     lender: bool | None = None
@@ -212,6 +221,7 @@ def admit(
                 False,
                 _message(namespace, resource, "max", after, ceiling),
                 preemption_may_help=after - freeable.get(resource, ZERO) <= ceiling,
+                rule="max",
             )
         if totals is None:
             totals = Totals.of(quotas, used)
@@ -232,14 +242,18 @@ def admit(
                 f"elastic quota of namespace {namespace}: {resource} of its min is lent to "
                 f"namespaces over theirs ({numbers}); reclaiming",
                 preemption_may_help=True,
+                rule="reclaiming",
             )
         return Admission(
             False,
             f"elastic quota of namespace {namespace}: {resource} would be borrowed beyond "
             f"what other namespaces leave unused of their min ({numbers})",
             preemption_may_help=in_use - freeable.get(resource, ZERO) <= pool,
+            rule="pool",
         )
-    return Admission(True)
+    if lender is None:
+        lender = not quota.over_min(add(mine, request))
+    return Admission(True, rule="within-min" if lender else "borrowing")
 
 
 def reclaiming(

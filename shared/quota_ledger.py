@@ -296,7 +296,7 @@ class QuotaLedger:
         """May ``pod`` be placed, given everything else counted (never the pod itself)?"""
         namespace = pod.metadata.namespace
         if namespace not in self.quotas:
-            return Admission(True)
+            return Admission(True, rule="no-quota")
         state = self.state(without=pod.metadata.uid)
         decision = state.admit(namespace, request)
         if decision.admitted:

@@ -24,7 +24,7 @@ from extender.scheduling.verbs import LoadAwareExtender, node_score, refusal, sc
 from shared.load_model import MetricTerm, Verdict
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity
-from shared.quota import ZERO, QuotaState
+from shared.quota import ZERO, QuotaRule, QuotaState
 from shared.rules import LoadRules
 from shared.strategies import PodDemand, demand_of, pod_score
 
@@ -96,7 +96,7 @@ class QuotaExplanation(BaseModel):
     enforced: bool = Field(description="the extender enforces elastic quotas (--elastic-quota)")
     governed: bool = Field(description="the namespace has an ElasticQuota")
     admitted: bool
-    rule: Literal["no-quota", "within-min", "borrowing", "max", "pool", "reclaiming"] = Field(
+    rule: QuotaRule = Field(
         description="within-min / borrowing: admitted; max: over its max; pool: would borrow "
         "more than others leave; reclaiming: within its min, the rest lent out (preemption)"
     )
@@ -240,22 +240,11 @@ def explain_quota(gate: QuotaGate | None, pod: Pod) -> QuotaExplanation:
         enforced=True,
         governed=True,
         admitted=decision.admitted,
-        rule=_rule(state, namespace, request, admitted=decision.admitted),
+        rule=decision.rule or "no-quota",  # the ledger names the rule of all it decides
         message=decision.message or "admitted",
         preemption_may_help=decision.preemption_may_help,
         resources=_resources(state, namespace, request),
     )
-
-
-def _rule(
-    state: QuotaState, namespace: str, request: ResourceList, *, admitted: bool
-) -> Literal["within-min", "borrowing", "max", "pool", "reclaiming"]:
-    reclaiming = state.reclaiming(namespace, request)
-    if admitted:
-        return "within-min" if reclaiming else "borrowing"
-    if state.max_excess(namespace, request):
-        return "max"
-    return "reclaiming" if reclaiming else "pool"
 
 
 def _resources(state: QuotaState, namespace: str, request: ResourceList) -> list[QuotaResource]:
