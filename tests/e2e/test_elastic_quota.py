@@ -228,9 +228,12 @@ def wait_bound(
         ]
         return sum(1 for node in chosen if node) >= count
 
-    wait_for(
-        done, timeout=timeout, what=f"{count} pods {names} bound in {namespace}", interval=0.25
-    )
+    try:
+        wait_for(
+            done, timeout=timeout, what=f"{count} pods {names} bound in {namespace}", interval=0.25
+        )
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}; {sandbox.why_pending('', namespace)}") from None
     return time.monotonic() - start
 
 
@@ -480,9 +483,15 @@ def test_preempt_counts_room_promised_to_a_burst(
 
     low = [w_pod(f"w-0-{i}", "eq-0") for i in range(4)]
     low += [w_pod(f"w-100-{i}", "eq-100") for i in range(2)]
+    counted = metric(extender, "loadsched_extender_quota_cached_pods")
     sandbox.create_pods(low)
     wait_bound(sandbox, W, "w-", 6)
-    time.sleep(2.5)  # the lagging extender has seen them bound
+    # the lagging extender has seen them bound (2 s late, later on a busy machine)
+    wait_for(
+        lambda: metric(extender, "loadsched_extender_quota_cached_pods") >= counted + 6,
+        timeout=30,
+        what="the lagging extender to count the six pods bound",
+    )
     before = pods_of(sandbox, W)
     dropped = metric(extender, 'loadsched_extender_quota_preemptions_total{outcome="dropped"}')
     start = time.monotonic()
