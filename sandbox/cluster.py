@@ -518,17 +518,26 @@ class Sandbox:
                 "the chart's accounts run dispatch in its own process (dispatch.separate): "
                 "start it with Sandbox.start_dispatch, which uses the dispatch account"
             )
-        kubeconfig = None
-        if api_port is not None:
-            source = self.service_kubeconfigs.get("extender", self.kubeconfig)
-            config = yaml.safe_load(source.read_text())
-            for cluster in config["clusters"]:
-                cluster["cluster"]["server"] = f"https://127.0.0.1:{api_port}"
-            kubeconfig = self.workdir / f"{name}-via-{api_port}.kubeconfig"
-            kubeconfig.write_text(yaml.safe_dump(config))
         return self._start_service(
-            name, "extender", port, ["--host", "127.0.0.1", *args], kubeconfig
+            name,
+            "extender",
+            port,
+            ["--host", "127.0.0.1", *args],
+            self._kubeconfig_via(name, "extender", api_port),
         )
+
+    def _kubeconfig_via(self, name: str, account: str, api_port: int | None) -> Path | None:
+        """``account``'s kubeconfig with the API server at ``api_port`` (a relay in front of
+        it); ``None`` when no port is given."""
+        if api_port is None:
+            return None
+        source = self.service_kubeconfigs.get(account, self.kubeconfig)
+        config = yaml.safe_load(source.read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = f"https://127.0.0.1:{api_port}"
+        kubeconfig = self.workdir / f"{name}-via-{api_port}.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        return kubeconfig
 
     def start_dispatch(
         self, *, port: int | None = None, args: Iterable[str] = (), name: str = "dispatch"
@@ -551,10 +560,16 @@ class Sandbox:
         args: Iterable[str] = (),
         name: str = "annotator",
         port: int | None = None,
+        api_port: int | None = None,
     ) -> str:
-        """loadsched's annotator, named ``name`` in the lease; returns its health URL."""
+        """loadsched's annotator, named ``name`` in the lease; returns its health URL.
+        ``api_port``: reach the API server there instead (a relay in front of it)."""
         return self._start_service(
-            name, "annotator", port, ["--prometheus-url", prometheus_url, "--identity", name, *args]
+            name,
+            "annotator",
+            port,
+            ["--prometheus-url", prometheus_url, "--identity", name, *args],
+            self._kubeconfig_via(name, "annotator", api_port),
         )
 
     # -- clients and objects -------------------------------------------------------------

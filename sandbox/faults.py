@@ -41,6 +41,9 @@ class FaultRow:
     outcome: str
     lost: int
     recover_seconds: float
+    target: str = ""
+    """What the fault must not exceed beyond losing nothing (empty: nothing more)."""
+    met: bool = True
     details: dict[str, Any] = field(default_factory=dict)
 
 

@@ -23,6 +23,7 @@ from kubernetes import client as k8s
 
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port
 from sandbox.faults import BoundPeak, FaultRow, burst, create_namespace
+from sandbox.lag import LaggingRelay
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
 from shared.annotations import Sample, decode
@@ -32,6 +33,22 @@ POLICY = ROOT / "tests" / "e2e" / "policy-fast.yaml"
 NAMESPACE = "faults"
 NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]
 LOADS = {n.name: {"cpu": 0.1 + 0.05 * i, "mem": 0.3} for i, n in enumerate(NODES)}
+NODE_NAMES = {n.name for n in NODES}
+
+
+def _period_groups() -> list[tuple[str, ...]]:
+    """The policy's metrics by period: a round writes each group's values on a node together."""
+    groups: dict[str, list[str]] = {}
+    for entry in yaml.safe_load(POLICY.read_text())["spec"]["syncPolicy"]:
+        groups.setdefault(str(entry["period"]), []).append(entry["name"])
+    return [tuple(names) for names in groups.values()]
+
+
+PERIOD_GROUPS = _period_groups()
+METRICS = {name for group in PERIOD_GROUPS for name in group}
+STRICT_BACK = 10.0
+"""Seconds within which a non-ignorable scheduler's waiting pods are all bound once the
+extender is back."""
 WATCHED = ("nodes", "pods", "elasticquotas", "jobs", "cronjobs", "leases")
 """Resources loadsched's services watch (and kube-scheduler, for nodes and pods)."""
 
@@ -334,6 +351,8 @@ def run_extender_kill(
             ),
             lost=twice + (pods - bound("plain") - bound("late")),
             recover_seconds=plain_at - killed,
+            target="every pod bound while it is down",
+            met=plain_before_return == pods,
             details={"at_kill": plain_at_kill, "before_return": plain_before_return},
         ),
         FaultRow(
@@ -345,6 +364,8 @@ def run_extender_kill(
             ),
             lost=twice + (pods - bound("strict")),
             recover_seconds=strict_at - returned,
+            target=f"none bound while down, all ≤ {STRICT_BACK:g}s after its return",
+            met=strict_before_return == strict_at_kill and strict_at - returned <= STRICT_BACK,
             details={
                 "at_kill": strict_at_kill,
                 "before_return": strict_before_return,
@@ -366,15 +387,25 @@ def lease_holder(sandbox: Sandbox, name: str = "loadsched-annotator") -> str:
     return str(lease.spec.holder_identity or "")
 
 
-def round_stamps(sandbox: Sandbox, metric: str = "cpu_usage_avg_5m") -> dict[str, datetime]:
-    """The timestamp of ``metric`` on every node (one round writes one per node)."""
-    stamps = {}
+def node_stamps(sandbox: Sandbox) -> dict[str, dict[str, datetime]]:
+    """Every node's loadsched metric annotations: metric → the timestamp of its value."""
+    stamps: dict[str, dict[str, datetime]] = {}
     nodes: Any = sandbox.core.list_node().items
     for node in nodes:
-        sample = decode((node.metadata.annotations or {}).get(metric, ""))
-        if isinstance(sample, Sample):
-            stamps[node.metadata.name] = sample.timestamp
+        for key, text in (node.metadata.annotations or {}).items():
+            sample = decode(text)
+            if isinstance(sample, Sample) and key in METRICS:
+                stamps.setdefault(node.metadata.name, {})[key] = sample.timestamp
     return stamps
+
+
+def round_stamps(sandbox: Sandbox, metric: str = "cpu_usage_avg_5m") -> dict[str, datetime]:
+    """The timestamp of ``metric`` on every node (one round writes one per node)."""
+    return {
+        node: metrics[metric]
+        for node, metrics in node_stamps(sandbox).items()
+        if node in NODE_NAMES and metric in metrics
+    }
 
 
 def rounds_mixed(stamps: dict[str, datetime]) -> bool:
@@ -384,59 +415,110 @@ def rounds_mixed(stamps: dict[str, datetime]) -> bool:
     return (max(stamps.values()) - min(stamps.values())).total_seconds() > 1.0
 
 
-def run_annotator_kill(flow: Flow, *, period: float = 5.0, lease: float = 15.0) -> FaultRow:
-    """A follower joins the flow's annotator on its Lease; the leader is SIGKILLed right
-    after the first node got a new round's value (mid-round when the round is still being
-    written). Measured: how long until the follower holds the lease, and how long the nodes
-    carried values from different rounds."""
+def split_nodes(stamps: dict[str, dict[str, datetime]]) -> set[str]:
+    """Nodes carrying metrics of one period from different rounds (a round writes a node's
+    due values in one patch, so a crash mid-round never leaves a node split)."""
+    return {
+        node
+        for node, metrics in stamps.items()
+        for group in PERIOD_GROUPS
+        if len({metrics.get(name) for name in group}) > 1
+    }
+
+
+def run_annotator_kill(
+    flow: Flow,
+    *,
+    period: float = 5.0,
+    lease: float = 15.0,
+    retry: float = 2.0,
+    lag: float = 0.5,
+    say: Callable[[str], None] = lambda _: None,
+) -> FaultRow:
+    """Two annotators share the Lease. The leader reaches the API server through a relay that
+    answers ``lag`` seconds late and writes one node at a time, so each round takes at least
+    ``len(NODES) × lag`` seconds; it is SIGKILLed as soon as one node has the new round's
+    values: mid-round. Measured every 0.1 s until every node carries a round of the follower:
+    when the follower holds the Lease (target: within ``lease`` + ``retry``), how long after
+    that every node is on one round again (target: within one ``period``), and any node
+    carrying metrics of one period from different rounds (target: none, ever)."""
     box = flow.sandbox
-    box.start_annotator(
-        prometheus_url=flow.stack.prometheus.url,
-        name="annotator-b",
-        args=["--policy", str(POLICY), "--lease-namespace", "default"],
-    )
-    wait_for(lambda: lease_holder(box) == "annotator", timeout=30, what="annotator to lead")
-    last = round_stamps(box).get("node-1")
-    wait_for(
-        lambda: round_stamps(box).get("node-1") != last,
-        timeout=3 * period,
-        what="a new round",
-        interval=0.02,
-    )
-    box.supervisor.kill_named("annotator")
-    killed = time.monotonic()
-    caught_mixed = rounds_mixed(round_stamps(box))
-    wait_for(
-        lambda: lease_holder(box) == "annotator-b",
-        timeout=lease + 30,
-        what="annotator-b to take the lease",
-        interval=0.2,
-    )
-    took_over = time.monotonic() - killed
-    mixed_until = killed
-    deadline = killed + lease + 4 * period
-    writes_after: datetime | None = None
-    while time.monotonic() < deadline:
-        stamps = round_stamps(box)
-        if rounds_mixed(stamps):
-            mixed_until = time.monotonic()
-        elif writes_after is None and time.monotonic() - killed > took_over:
-            writes_after = min(stamps.values())
-            break
+    args = ["--policy", str(POLICY), "--lease-namespace", "default"]
+    url = flow.stack.prometheus.url
+    box.supervisor.stop_named("annotator")
+    with LaggingRelay(box.api_port, lag) as relay:
+        box.start_annotator(
+            prometheus_url=url,
+            name="annotator-a",
+            api_port=relay.port,
+            args=[*args, "--write-concurrency", "1"],
+        )
+        wait_for(
+            lambda: lease_holder(box) == "annotator-a", timeout=lease + 30, what="annotator-a leads"
+        )
+        box.start_annotator(prometheus_url=url, name="annotator-b", args=args)
+        wait_for(  # on a new sandbox, once Prometheus has values for every node
+            lambda: not rounds_mixed(round_stamps(box)),
+            timeout=120,
+            what="a whole round",
+            interval=0.05,
+        )
+        before = round_stamps(box)
+        wait_for(
+            lambda: round_stamps(box) != before,
+            timeout=3 * period,
+            what="a new round",
+            interval=0.02,
+        )
+        box.supervisor.kill_named("annotator-a")
+        killed = time.monotonic()
+        say("annotator leader killed")
+        at_kill = round_stamps(box)
+    newest = max(at_kill.values())
+    split: set[str] = set()
+    took_over: float | None = None
+    whole: float | None = None
+    deadline = killed + lease + retry + 4 * period + 30
+    while whole is None and time.monotonic() < deadline:
+        now = time.monotonic()
+        stamps = node_stamps(box)
+        split |= split_nodes(stamps)
+        if took_over is None and lease_holder(box) == "annotator-b":
+            took_over = now - killed
+        cpu = {n: m["cpu_usage_avg_5m"] for n, m in stamps.items() if "cpu_usage_avg_5m" in m}
+        if took_over is not None and len(cpu) >= len(NODES) and min(cpu.values()) > newest:
+            whole = now - killed
         time.sleep(0.1)
-    mixed = mixed_until - killed if caught_mixed else 0.0
-    # restore: the killed one comes back as the follower
-    box.supervisor.start_again("annotator")
+    # restore: the flow's own annotator leads again
     box.supervisor.stop_named("annotator-b")
+    box.supervisor.start_again("annotator")
+    new_at_kill = sum(1 for stamp in at_kill.values() if stamp == newest)
+    after_lead = (whole - took_over) if whole is not None and took_over is not None else None
+    met = (
+        not split
+        and took_over is not None
+        and took_over <= lease + retry
+        and after_lead is not None
+        and after_lead <= period
+    )
     return FaultRow(
         fault="annotator leader SIGKILLed mid-round",
-        work=f"rounds every {period:g}s on {len(NODES)} nodes",
+        work=f"a round over {len(NODES)} nodes, {lag:g}s a patch; every {period:g}s",
         outcome=(
-            f"follower leads after {took_over:.1f}s (lease {lease:g}s); "
-            f"nodes mixed rounds for {mixed:.1f}s"
-            + ("" if caught_mixed else " (the round was whole at the kill)")
+            f"killed with {new_at_kill} of {len(at_kill)} nodes on the new round; follower "
+            + (f"led after {took_over:.1f}s" if took_over is not None else "never led")
+            + f" (lease {lease:g}s + retry {retry:g}s); all nodes on one round "
+            + (f"{after_lead:.1f}s later" if after_lead is not None else "never")
+            + f" (period {period:g}s); {len(split)} node(s) split between rounds"
         ),
-        lost=0 if writes_after is not None else 1,
-        recover_seconds=max(took_over, mixed),
-        details={"took_over": took_over, "mixed": mixed, "caught_mixed": caught_mixed},
+        lost=len(split) + (0 if whole is not None else len(NODES)),
+        recover_seconds=whole if whole is not None else float("nan"),
+        target=f"lead ≤ {lease + retry:g}s, one round ≤ {period:g}s after, no node split",
+        met=met,
+        details={
+            "took_over": took_over,
+            "after_lead": after_lead,
+            "mid_round": 0 < new_at_kill < len(at_kill),
+            "split": sorted(split),
+        },
     )

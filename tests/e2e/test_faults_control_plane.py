@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox.cluster import Sandbox
-from sandbox.faults_cluster import Flow, run_control_plane, run_extender_kill
+from sandbox.faults_cluster import Flow, run_annotator_kill, run_control_plane, run_extender_kill
 
 pytestmark = pytest.mark.e2e
 
@@ -57,3 +57,17 @@ def test_extender_killed_during_a_burst(flow: Flow) -> None:
     assert strict.details["before_return"] == strict.details["at_kill"]
     assert strict.details["after_return"] < 60
     assert plain.lost == strict.lost == 0
+
+
+def test_annotator_leader_killed_mid_round(flow: Flow) -> None:
+    """The leader dies with its round half written (its patches slowed by a relay): no node
+    is ever split between rounds (a node's due values are one patch), the follower takes the
+    Lease within its timing (15 s lease, 2 s retry; a margin for a loaded machine), and its
+    first round, at once, puts every node on one round within a period (5 s)."""
+    row = run_annotator_kill(flow)
+    details = row.details
+    assert details["mid_round"], row.outcome
+    assert details["split"] == [], row.outcome
+    assert details["took_over"] is not None and details["took_over"] <= 15 + 2 + 5, row.outcome
+    assert details["after_lead"] is not None and details["after_lead"] <= 5, row.outcome
+    assert row.lost == 0

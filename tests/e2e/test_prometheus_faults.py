@@ -2,8 +2,9 @@
 (:mod:`sandbox.prometheus_faults`), on the real API server: for every fault, nothing fake is
 written while it lasts (the annotations stay as they were, so they age out per
 ``staleData``; ``NaN`` and negative values are written ``0.00000``, as the annotation
-contract says), and once Prometheus is healthy again every node has fresh values within one
-period. ``bench/prometheus_faults.py`` prints the same as a table.
+contract says), and once Prometheus is healthy again every node has fresh values from the
+first round that starts after it (within one period: counted in the annotator's rounds, so
+the figure is no bound in seconds). ``bench/prometheus_faults.py`` prints the same as a table.
 
 Two metrics on a 1 s period, the query timeout 1 s (the slow fault answers after 2.5 s).
 "While faulty" is counted in the annotator's own rounds (``rounds_total``), not in seconds:
@@ -52,8 +53,6 @@ POLICY = {
 RULES = LoadRules.from_policy(parse_policy(POLICY, source="test"))
 WRITES_ZERO = {Fault.NAN, Fault.NEGATIVE}
 """Faults whose values the contract writes, as ``0.00000``; every other writes nothing."""
-RECOVERY_BOUND = PERIOD + QUERY_TIMEOUT + 3.0
-"""One period, plus a query that was under way when Prometheus healed, plus the patches."""
 FAULTS = [f for f in Fault if f is not Fault.HEALTHY]
 
 Values = dict[str, dict[str, str | None]]
@@ -104,8 +103,9 @@ class Outcome:
     stale_later: bool
     """The values left in place are stale one period + 5 minutes after they were measured."""
     recovery: float | None
-    """Seconds from healthy to fresh real values on every node (``None``: not within the
-    bound)."""
+    """Seconds from healthy to fresh real values on every node; ``None``: not all fresh by
+    the end of the first round that started after Prometheus was healthy (the second round
+    to end: the first may have been under way, under the fault)."""
 
     @property
     def nothing_fake(self) -> bool:
@@ -131,16 +131,23 @@ def exercise(
     proxy.set(Fault.HEALTHY)
     healed = datetime.now(UTC)
     started = time.monotonic()
-    try:
-        wait_for(
-            lambda: fresh_since(metric_values(sandbox, nodes), healed),
-            timeout=RECOVERY_BOUND,
-            what=f"fresh values after {fault}",
-            interval=0.1,
-        )
-        recovery: float | None = time.monotonic() - started
-    except TimeoutError:
-        recovery = None
+    ended = rounds(annotator)
+    fresh_at: list[float] = []
+
+    def second_round_ended() -> bool:
+        if not fresh_at and fresh_since(metric_values(sandbox, nodes), healed):
+            fresh_at.append(time.monotonic() - started)
+        return rounds(annotator) >= ended + 2
+
+    wait_for(
+        second_round_ended,
+        timeout=2 * (PERIOD + SLOW_SECONDS) + 10,
+        what=f"two rounds after {fault}",
+        interval=0.05,
+    )
+    if not fresh_at and fresh_since(metric_values(sandbox, nodes), healed):
+        fresh_at.append(time.monotonic() - started)
+    recovery = fresh_at[0] if fresh_at else None
     return Outcome(
         fault,
         proxy.answered[fault] - queries,
