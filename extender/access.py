@@ -14,7 +14,9 @@ if no one), :meth:`Authorizer.authorize` whether that caller may do an action
 (:class:`Forbidden`, a 403). :func:`http_error` turns either, or an API server that cannot
 review, into the HTTP answer. The dispatch routes run the first as a dependency of their
 router and the second per route (:mod:`extender.dispatch.routes.deps`); explain does the same
-(:mod:`extender.scheduling.explain_routes`).
+(:mod:`extender.scheduling.explain_routes`). :func:`presented_authorization` finds the token of a
+request that may have come through the API server's service proxy (the status report; explain
+reads the same two headers in the same order).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -91,6 +93,18 @@ class Action:
     def __str__(self) -> str:
         where = f"in namespace {self.namespace}" if self.namespace else "in all namespaces"
         return f"{self.verb} {self.resource} {where}"
+
+
+PROXIED_AUTHORIZATION = "x-loadsched-authorization"
+"""Where a client behind the API server's service proxy puts its ``Bearer <token>``: the proxy
+removes ``Authorization`` once it has authenticated the caller (``kubectl loadsched``)."""
+
+
+def presented_authorization(headers: Mapping[str, str]) -> str | None:
+    """The credentials a request presents: ``X-Loadsched-Authorization`` (through the API
+    server's service proxy) before ``Authorization``. ``headers`` are looked up by lower-case
+    name (Starlette's are case-insensitive)."""
+    return headers.get(PROXIED_AUTHORIZATION) or headers.get("authorization")
 
 
 def bearer_token(authorization: str | None) -> str:

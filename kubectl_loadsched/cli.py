@@ -2,7 +2,8 @@
 
 The extender is reached through the API server's service proxy (:mod:`.proxy`), so the
 cluster's RBAC decides who may reach it (``get services/proxy`` on its Service) and the
-extender's own check decides who may explain a pod (``get pods`` in its namespace).
+extender's own check decides who may explain a pod (``get pods`` in its namespace) and who may
+see the quotas (``list nodes``, as for the status page).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+import httpx
 import yaml
 
 from kubectl_loadsched.proxy import ExtenderClient, PluginError, Service
@@ -53,7 +55,9 @@ def parser() -> argparse.ArgumentParser:
     nodes.add_argument("-n", "--namespace", default="default", help="the probe pod's namespace")
     nodes.add_argument("--cpu", default="100m")
     nodes.add_argument("--memory", default="128Mi")
-    quotas = commands.add_parser("quotas", help="elastic quotas: min, max, used, borrowed")
+    quotas = commands.add_parser(
+        "quotas", help="elastic quotas: used, min, max, borrowed and lent per resource"
+    )
     quotas.add_argument("-n", "--namespace", default=None, help="default: all namespaces")
     return main
 
@@ -101,7 +105,13 @@ def run(args: argparse.Namespace, client: ExtenderClient, out: TextIO) -> None:
         out.write(render(result))
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    out: TextIO = sys.stdout,
+    transport: httpx.BaseTransport | None = None,
+) -> int:
+    """The plugin's exit code: 0, or 1 with ``error: ...`` on stderr. ``transport`` carries
+    the requests to the API server (tests: a fake service proxy)."""
     args = parser().parse_args(argv)
     service = Service(
         namespace=args.service_namespace,
@@ -111,7 +121,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     )
     try:
         endpoint = load_endpoint(args.kubeconfig, context=args.context)
-        client = ExtenderClient(endpoint, service, token=args.token)
+        client = ExtenderClient(endpoint, service, token=args.token, transport=transport)
         try:
             run(args, client, out)
         finally:

@@ -10,6 +10,10 @@ repeats the user's bearer token in ``X-Loadsched-Authorization``, which the prox
 extender reviews it (TokenReview, then a SubjectAccessReview for ``get pods``) as it does for
 the dispatch API. A kubeconfig without a bearer token (client certificates) needs
 ``--token``.
+
+``explain`` and ``nodes`` ask ``/v1/explain`` (``get pods`` in the pod's namespace); ``quotas``
+reads the elastic quotas of the status report, ``/v1/status`` (``list nodes``, as the status
+page), and keeps one namespace's when asked.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ import httpx
 
 from shared.errors import LoadschedError
 from shared.kube.config import KubeEndpoint
-from shared.kube.paths import ELASTIC_QUOTAS
 
 PROXIED_AUTHORIZATION = "X-Loadsched-Authorization"
 """The header the extender reads a proxied caller's ``Bearer <token>`` from."""
+STATUS = "/v1/status"
+"""The extender's status report (the status page's data): the elastic quotas are its
+``quotas``."""
 
 
 class PluginError(LoadschedError):
@@ -104,18 +110,23 @@ class ExtenderClient:
             return response.json()
         raise PluginError(_failure(response, self._service, self.forwards_token))
 
-    def quotas(self, namespace: str | None) -> list[dict[str, Any]]:
-        """The ElasticQuota objects, read from the API server as the user (RBAC decides)."""
-        path = ELASTIC_QUOTAS.path(namespace=namespace or "")
-        try:
-            response = self._client.get(path)
-        except httpx.HTTPError as e:
-            raise PluginError(f"cannot reach the API server: {e}") from e
-        if not response.is_success:
-            status = response.status_code
-            raise PluginError(f"the API server answered {status}: {response.text[:300]}")
-        items: list[dict[str, Any]] = response.json().get("items") or []
-        return items
+    def quotas(self, namespace: str | None) -> dict[str, Any]:
+        """The status report's elastic quotas (each namespace's used, min, max, borrowed and
+        lent per resource; the pool; invalid quotas), only ``namespace``'s when given."""
+        report = self._call("GET", STATUS)
+        quotas = report.get("quotas") if isinstance(report, dict) else None
+        if not isinstance(quotas, dict):
+            raise PluginError(f"the extender's {STATUS} has no quotas (an older extender?)")
+        return in_namespace(quotas, namespace) if namespace else quotas
+
+
+def in_namespace(quotas: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """``quotas`` with only ``namespace``'s quota and invalid quotas (the pool stays whole: it is
+    what every quota's ``min`` adds up to)."""
+    return quotas | {
+        "items": [q for q in quotas.get("items") or [] if q.get("namespace") == namespace],
+        "invalid": [q for q in quotas.get("invalid") or [] if q.get("namespace") == namespace],
+    }
 
 
 def _nodes(nodes: list[str] | None) -> dict[str, str]:

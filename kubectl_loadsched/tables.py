@@ -1,4 +1,4 @@
-"""The plugin's tables, from the JSON the extender and the API server answer. Pure."""
+"""The plugin's tables, from the JSON the extender answers. Pure."""
 
 from __future__ import annotations
 
@@ -99,21 +99,30 @@ def nodes_table(result: dict[str, Any]) -> str:
     return table(["NODE", *(m.upper() for m in metrics), "HOT", "VERDICT", "SCORE"], rows)
 
 
-def quotas_table(items: list[dict[str, Any]]) -> str:
-    rows = []
-    for item in items:
-        meta, spec = item.get("metadata") or {}, item.get("spec") or {}
-        used = (item.get("status") or {}).get("used") or {}
-        minimum, maximum = spec.get("min") or {}, spec.get("max") or {}
-        for resource in sorted(set(minimum) | set(maximum) | set(used)):
-            rows.append(
-                [
-                    str(meta.get("namespace", "")),
-                    str(meta.get("name", "")),
-                    resource,
-                    str(minimum.get(resource, "0")),
-                    str(maximum.get(resource, "none")),
-                    str(used.get(resource, "0")),
-                ]
-            )
-    return table(["NAMESPACE", "NAME", "RESOURCE", "MIN", "MAX", "USED"], rows)
+def quotas_table(quotas: dict[str, Any]) -> str:
+    """One row per namespace and resource, as the status page shows them (a namespace over its
+    ``min`` in any resource is a borrower); then the pool and the quotas the extender ignores."""
+    if not quotas["enabled"]:
+        return "elastic quotas are off on this extender (--elastic-quota)\n"
+    rows = [
+        [
+            item["namespace"] + (" (borrower)" if item["borrower"] else ""),
+            resource,
+            r["used"],
+            r["min"],
+            r["max"] or "none",
+            r["borrowed"],
+            r["lent"],
+        ]
+        for item in quotas["items"]
+        for resource, r in sorted(item["resources"].items())
+    ]
+    header = ["NAMESPACE", "RESOURCE", "USED", "MIN", "MAX", "BORROWED", "LENT"]
+    text = table(header, rows) if rows else "no elastic quotas\n"
+    pool = quotas["pool"]
+    if pool:
+        summed = ", ".join(f"{r} used {v['used']} of {v['min']}" for r, v in sorted(pool.items()))
+        text += f"\npool (every quota's min, summed): {summed}\n"
+    for bad in quotas["invalid"]:
+        text += f"{bad['namespace']}/{bad['name']}: ignored: {bad['reason']}\n"
+    return text

@@ -9,7 +9,9 @@ such as the API server's service proxy.
 
 ``/v1/status`` answers 401 without an accepted token and 403 unless the caller may ``list
 nodes`` in the whole cluster (a SubjectAccessReview), with the same authentication as the
-dispatch API (:mod:`extender.access`, ``--dispatch-auth``).
+dispatch API (:mod:`extender.access`, ``--dispatch-auth``). As for explain, the token is read
+from ``X-Loadsched-Authorization`` when the request came through the API server's service
+proxy (``kubectl loadsched quotas``), else from ``Authorization``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
-from extender.access import Action, Authorizer, Caller, authenticating, http_error
+from extender.access import (
+    Action,
+    Authorizer,
+    Caller,
+    authenticating,
+    http_error,
+    presented_authorization,
+)
 from extender.status.models import Status
 from extender.status.report import StatusSources
 from shared.errors import LoadschedError
@@ -53,7 +62,7 @@ async def may_see_status(
     """401 without an accepted token, 403 unless the caller may list nodes, 502/503 when the
     API server cannot review."""
     try:
-        caller = await access.authenticate(request.headers.get("authorization"))
+        caller = await access.authenticate(presented_authorization(request.headers))
         await access.authorize(caller, STATUS_ACTION)
     except LoadschedError as e:
         raise http_error(e) from e

@@ -6,7 +6,8 @@ The plugin reaches the extender through kube-apiserver's service proxy: the sand
 kube-proxy and no pod network, and kube-apiserver refuses loopback endpoints and proxies only
 to an endpoint backed by a pod with that IP, so the extender listens on this machine's own
 address, a Pod object carries that address in its status, and a Service without selector
-has an Endpoints object pointing at it.
+has an Endpoints object pointing at it. The extender runs with ``--elastic-quota``, so the
+plugin's ``quotas`` (the status report's, which needs ``list nodes``) shows a real quota.
 """
 
 from __future__ import annotations
@@ -16,21 +17,35 @@ import json
 import socket
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 from kubernetes import client as k8s
 
 from kubectl_loadsched.cli import main as plugin
 from sandbox.cluster import ROOT, Sandbox, free_port, http_ok
 from sandbox.processes import wait_for
+from shared.kube.paths import ELASTIC_QUOTAS
 from tests.e2e.conftest import NODES, OVERLOADED, RULES, load_annotations
 
 pytestmark = pytest.mark.e2e
 
 NAMESPACE = "explain"
 SERVICE = "loadsched-extender"
+STATUS_VIEWER = "explain-e2e-status-viewer"
+"""The ClusterRole (and its binding) that lets the viewer ``list nodes``: ``/v1/status``."""
+CRD = ROOT / "charts" / "loadsched" / "crds" / "elasticquota.yaml"
+QUOTA: dict[str, Any] = {
+    "apiVersion": ELASTIC_QUOTAS.api_version,
+    "kind": "ElasticQuota",
+    "metadata": {"name": "explain-quota"},
+    "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}},
+}
+# The Kubernetes clients below are typed Any: they take dict bodies, which their annotations
+# (model classes only) do not allow.
 
 
 def host_address() -> str:
@@ -43,17 +58,35 @@ def host_address() -> str:
 
 
 def token(sandbox: Sandbox, account: str) -> str:
-    sandbox.core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": account}})
-    request = sandbox.core.create_namespaced_service_account_token(
+    core: Any = sandbox.core
+    core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": account}})
+    request = core.create_namespaced_service_account_token(
         account, NAMESPACE, {"spec": {"expirationSeconds": 3600}}
     )
     return str(request.status.token)
 
 
 def grant(sandbox: Sandbox, account: str) -> None:
-    """``get pods`` (explain's own check) and ``get services/proxy`` on the extender's Service
-    (the API server's)."""
-    rbac = k8s.RbacAuthorizationV1Api(sandbox.api)
+    """``get pods`` (explain's own check), ``list nodes`` (the status report's) and ``get
+    services/proxy`` on the extender's Service (the API server's)."""
+    rbac: Any = k8s.RbacAuthorizationV1Api(sandbox.api)
+    rbac.create_cluster_role(
+        {
+            "metadata": {"name": STATUS_VIEWER},
+            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}],
+        }
+    )
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": STATUS_VIEWER},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": STATUS_VIEWER,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
+        }
+    )
     rbac.create_namespaced_role(
         NAMESPACE,
         {
@@ -85,7 +118,7 @@ def grant(sandbox: Sandbox, account: str) -> None:
 
 def expose(sandbox: Sandbox, address: str, port: int) -> None:
     """A Service whose one endpoint is the extender on ``address:port``."""
-    core = sandbox.core
+    core: Any = sandbox.core
     core.create_namespaced_pod(
         NAMESPACE,
         {
@@ -129,11 +162,14 @@ def expose(sandbox: Sandbox, address: str, port: int) -> None:
 @pytest.fixture(scope="module")
 def setup(sandbox: Sandbox) -> Iterator[dict[str, Any]]:
     address, port = host_address(), free_port()
-    sandbox.core.create_namespace({"metadata": {"name": NAMESPACE}})
+    core: Any = sandbox.core
+    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    sandbox.install_crd(CRD)
     argv = [
         sys.executable,
         "-m",
         "extender",
+        "--elastic-quota",
         "--kubeconfig",
         str(sandbox.kubeconfig),
         "--host",
@@ -147,7 +183,7 @@ def setup(sandbox: Sandbox) -> Iterator[dict[str, Any]]:
     for spec in NODES:
         usage = 0.9 if spec.name in OVERLOADED else 0.2 + 0.05 * NODES.index(spec)
         sandbox.annotate_node(spec.name, load_annotations(usage))
-    sandbox.core.create_namespaced_pod(
+    core.create_namespaced_pod(
         NAMESPACE,
         {
             "metadata": {"name": "web"},
@@ -170,7 +206,10 @@ def setup(sandbox: Sandbox) -> Iterator[dict[str, Any]]:
         "stranger_kubeconfig": sandbox.write_token_kubeconfig("stranger", stranger),
     }
     sandbox.supervisor.stop(process)
-    sandbox.core.delete_namespace(NAMESPACE)
+    core.delete_namespace(NAMESPACE)
+    rbac = k8s.RbacAuthorizationV1Api(sandbox.api)
+    rbac.delete_cluster_role_binding(STATUS_VIEWER)
+    rbac.delete_cluster_role(STATUS_VIEWER)
     for spec in NODES:  # the session's sandbox goes on: no node left overloaded
         sandbox.annotate_node(spec.name, dict.fromkeys(RULES.keys))
 
@@ -186,7 +225,9 @@ def test_explain_agrees_with_filter_and_prioritize(setup: dict[str, Any]) -> Non
     explained = {n["node"]: n for n in answer.json()["nodes"]}
     body = {"metadata": {"name": "web", "namespace": NAMESPACE}}
     names = [n.name for n in NODES]
-    args = {"Pod": body | {"spec": {"containers": [{"resources": {"requests": {"cpu": "200m"}}}]}}}
+    args: dict[str, Any] = {
+        "Pod": body | {"spec": {"containers": [{"resources": {"requests": {"cpu": "200m"}}}]}}
+    }
     args["NodeNames"] = names
     filtered = httpx.post(f"{url}/filter", json=args).json()
     scores = {h["Host"]: h["Score"] for h in httpx.post(f"{url}/prioritize", json=args).json()}
@@ -218,7 +259,7 @@ def run_plugin(kubeconfig: str, *args: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def test_plugin_through_the_service_proxy(setup: dict[str, Any]) -> None:
+def test_plugin_through_the_service_proxy(setup: dict[str, Any], sandbox: Sandbox) -> None:
     code, out = run_plugin(
         setup["viewer_kubeconfig"], "-o", "json", "explain", "web", "-n", NAMESPACE
     )
@@ -236,3 +277,44 @@ def test_plugin_through_the_service_proxy(setup: dict[str, Any]) -> None:
     # no services/proxy for this one: the API server refuses before the extender is asked
     code, _ = run_plugin(setup["stranger_kubeconfig"], "explain", "web", "-n", NAMESPACE)
     assert code == 1
+    code, _ = run_plugin(setup["stranger_kubeconfig"], "quotas")
+    assert code == 1
+    with elastic_quota(sandbox):
+        check_quotas(setup)
+
+
+@contextmanager
+def elastic_quota(sandbox: Sandbox) -> Iterator[None]:
+    """:data:`QUOTA` in the namespace while the block runs (the sum of every quota's ``min`` is
+    cluster-wide: none is left for the tests after)."""
+    custom: Any = k8s.CustomObjectsApi(sandbox.api)
+    where = (ELASTIC_QUOTAS.group, ELASTIC_QUOTAS.version, NAMESPACE, ELASTIC_QUOTAS.plural)
+    custom.create_namespaced_custom_object(*where, QUOTA)
+    try:
+        yield
+    finally:
+        custom.delete_namespaced_custom_object(*where, QUOTA["metadata"]["name"])
+
+
+def check_quotas(setup: dict[str, Any]) -> None:
+    """``quotas`` through the proxy shows what ``/v1/status`` reports, as YAML and as a table
+    with the borrowed and lent columns."""
+    viewer = setup["viewer_kubeconfig"]
+
+    def shown() -> bool:
+        code, out = run_plugin(viewer, "-o", "yaml", "quotas", "-n", NAMESPACE)
+        return code == 0 and bool(yaml.safe_load(out)["items"])
+
+    wait_for(shown, timeout=30, what=f"namespace {NAMESPACE}'s quota in kubectl loadsched quotas")
+    code, out = run_plugin(viewer, "-o", "yaml", "quotas", "-n", NAMESPACE)
+    proxied = yaml.safe_load(out)
+    direct = httpx.get(f"{setup['url']}/v1/status", headers=bearer(setup["viewer"]))
+    assert code == 0 and direct.status_code == 200, direct.text
+    (expected,) = [q for q in direct.json()["quotas"]["items"] if q["namespace"] == NAMESPACE]
+    assert proxied["items"] == [expected]
+    cpu = expected["resources"]["cpu"]
+    assert (cpu["min"], cpu["max"]) == ("1", "2")
+    code, table = run_plugin(viewer, "quotas")
+    rows = [line.split() for line in table.splitlines()]
+    assert code == 0 and rows[0] == "NAMESPACE RESOURCE USED MIN MAX BORROWED LENT".split()
+    assert [NAMESPACE, "cpu", cpu["used"], "1", "2", cpu["borrowed"], cpu["lent"]] in rows

@@ -1,11 +1,10 @@
 """``/v1/explain`` agrees with what names-only filter and prioritize answer on the same app,
 node by node (rejections by the deciding metric, scores), needs a token (401) allowed to get
-pods in the namespace (403), and refuses bad input naming the field. The plugin reaches it
-through a fake API server's service proxy, forwarding the token the proxy would drop."""
+pods in the namespace (403), and refuses bad input naming the field. The plugin's way to it,
+through the API server's service proxy: tests/extender/test_kubectl_plugin.py."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -18,8 +17,6 @@ import pytest
 from extender.app import create_app
 from extender.settings import ExtenderSettings
 from kubectl_loadsched.cli import probe_pod
-from kubectl_loadsched.proxy import ExtenderClient, Service
-from kubectl_loadsched.tables import explain_table, nodes_table
 from shared.annotations import encode_metric
 from shared.kube.config import KubeEndpoint
 from shared.load_model import LoadRules
@@ -176,57 +173,3 @@ async def test_unknown_pod_is_404() -> None:
     async for client in serving():
         response = await client.get("/v1/explain/shop/nope", headers=READER)
         assert response.status_code == 404 and "shop/nope" in response.json()["detail"]
-
-
-def test_plugin_goes_through_the_service_proxy() -> None:
-    """The plugin's request path and headers as the API server's proxy receives them."""
-    seen: list[httpx.Request] = []
-    answer = {
-        "pod": "shop/web",
-        "daemonset": False,
-        "quota": {"rule": "no-quota", "message": "no elastic quota applies", "resources": []},
-        "nodes": [
-            {
-                "node": "hot",
-                "passed": False,
-                "rejected_by": "cpu_usage_avg_5m",
-                "reason": "Load[cpu_usage_avg_5m]=0.90000 of node[hot] is above 0.65",
-                "placed": 0,
-                "score": {"final": 1, "score": 10, "hot_value": 0, "hot_penalty": 0},
-                "metrics": [
-                    {
-                        "metric": "cpu_usage_avg_5m",
-                        "state": "fresh",
-                        "value": 0.9,
-                        "measured": 0.9,
-                        "estimated": 0.0,
-                        "age_seconds": 30,
-                        "limit": 0.65,
-                        "limit_from": "policy",
-                        "decided": True,
-                    }
-                ],
-            }
-        ],
-    }
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(200, json=answer)
-
-    endpoint = KubeEndpoint(host="https://api.test")
-    service = Service(namespace="ops", name="ext", port="8888")
-    client = ExtenderClient(endpoint, service, token="t0k", transport=httpx.MockTransport(handler))
-    result = client.explain_pod("shop", "web", ["hot"])
-    assert (
-        seen[0].url.path
-        == "/api/v1/namespaces/ops/services/http:ext:8888/proxy/v1/explain/shop/web"
-    )
-    assert seen[0].url.params["nodes"] == "hot"
-    assert seen[0].headers["X-Loadsched-Authorization"] == "Bearer t0k"
-    table = explain_table(result)
-    assert "rejected: cpu_usage_avg_5m" in table and "0.900 (30s) > 0.65 (policy)" in table
-    assert "0.900 (30s)" in nodes_table(result)
-    out = io.StringIO()
-    out.write(json.dumps(result))
-    assert json.loads(out.getvalue())["nodes"][0]["node"] == "hot"

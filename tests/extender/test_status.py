@@ -172,6 +172,25 @@ async def test_status_needs_a_caller_who_may_list_nodes(
         assert response.headers["www-authenticate"] == "Bearer"
 
 
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [
+        ({"X-Loadsched-Authorization": "Bearer writer"}, 200),
+        ({"X-Loadsched-Authorization": "Bearer reader"}, 403),
+        ({"X-Loadsched-Authorization": "Bearer bad"}, 401),
+        ({"X-Loadsched-Authorization": "Bearer reader", "Authorization": "Bearer writer"}, 403),
+    ],
+)
+async def test_status_takes_the_token_the_service_proxy_lets_through(
+    make_client: ClientFactory, tmp_path: Path, headers: dict[str, str], code: int
+) -> None:
+    """The API server's service proxy drops ``Authorization``: ``kubectl loadsched`` repeats
+    the token in ``X-Loadsched-Authorization``, which is read first."""
+    api = JobsAPI()
+    client = await ready(make_client, api, tmp_path, dispatch_auth="tokenreview")
+    assert (await client.get("/v1/status", headers=headers)).status_code == code
+
+
 async def test_static_mode_without_a_tokens_file_accepts_no_token(
     make_client: ClientFactory,
 ) -> None:
