@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from shared.quota import ElasticQuota
+
+QuotaSeries = dict[str, dict[tuple[str, str], float]]
+"""``used``, ``min`` or ``max`` → (namespace, resource) → value."""
 
 
 class AnnotatorMetrics:
@@ -63,6 +71,15 @@ class AnnotatorMetrics:
             ["kind"],
             registry=r,
         )
+        self.round_seconds = Histogram(
+            "loadsched_annotator_round_duration_seconds",
+            "Time of one sync round, its queries and node writes, by kind (metrics: the "
+            "metrics due together; hot: hot values) and nodes (all, or some: new nodes, "
+            "retries, bindings changed).",
+            ["kind", "nodes"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=r,
+        )
         self.leader = Gauge(
             "loadsched_annotator_leader", "1 while this replica holds the lease.", registry=r
         )
@@ -94,3 +111,70 @@ class AnnotatorMetrics:
             ["result"],
             registry=r,
         )
+        self.quota_used = Gauge(
+            "loadsched_annotator_quota_used",
+            "What a namespace's pods use (status.used) of each resource its ElasticQuota "
+            "governs, in the resource's unit (CPU cores, bytes). Leader only.",
+            ["namespace", "resource"],
+            registry=r,
+        )
+        self.quota_min = Gauge(
+            "loadsched_annotator_quota_min",
+            "An ElasticQuota's min of each resource it governs (0 for one only max names). "
+            "Leader only.",
+            ["namespace", "resource"],
+            registry=r,
+        )
+        self.quota_max = Gauge(
+            "loadsched_annotator_quota_max",
+            "An ElasticQuota's max of each resource it governs; no series: unlimited. Leader only.",
+            ["namespace", "resource"],
+            registry=r,
+        )
+        self._quota_exported: QuotaSeries = {}
+
+    def set_quota_use(
+        self,
+        quotas: Mapping[str, ElasticQuota],
+        used: Callable[[str], Mapping[str, Fraction]],
+    ) -> None:
+        """Export use, min and max of every quota in force (``quotas`` by namespace; ``used``
+        gives a namespace's use); the series of quotas or resources gone are removed."""
+        series = quota_series(quotas, used)
+        for field, gauge in self._quota_gauges().items():
+            values = series[field]
+            for labels in self._quota_exported.get(field, {}).keys() - values.keys():
+                gauge.remove(*labels)
+            for labels, value in values.items():
+                gauge.labels(*labels).set(value)
+        self._quota_exported = series
+
+    def clear_leader_only(self) -> None:
+        """A replica that stops leading exports none of the quota controller's values: they
+        would go stale while the new leader's move on."""
+        for gauge in self._quota_gauges().values():
+            gauge.clear()
+        self._quota_exported = {}
+        self.quota_waiting_pods.set(0)
+
+    def _quota_gauges(self) -> dict[str, Gauge]:
+        return {"used": self.quota_used, "min": self.quota_min, "max": self.quota_max}
+
+
+def quota_series(
+    quotas: Mapping[str, ElasticQuota], used: Callable[[str], Mapping[str, Fraction]]
+) -> QuotaSeries:
+    """The values of the quota gauges (``used``, ``min``, ``max``): per namespace, every
+    resource its quota governs (named in ``min`` or ``max``); ``max`` only where there is a
+    ceiling."""
+    series: QuotaSeries = {"used": {}, "min": {}, "max": {}}
+    for namespace, quota in quotas.items():
+        mine = used(namespace)
+        for resource in {*quota.min, *(quota.max or {})}:
+            labels = (namespace, resource)
+            series["used"][labels] = float(mine.get(resource, 0))
+            series["min"][labels] = float(quota.guaranteed(resource))
+            ceiling = quota.ceiling(resource)
+            if ceiling is not None:
+                series["max"][labels] = float(ceiling)
+    return series

@@ -125,6 +125,13 @@ class QuotaController:
         self.wake = asyncio.Event()
 
     async def run(self, period: float = 5.0) -> None:
+        """Reconcile until cancelled (leadership lost); then export none of the quotas."""
+        try:
+            await self._loop(period)
+        finally:
+            self._metrics.clear_leader_only()
+
+    async def _loop(self, period: float) -> None:
         """Reconcile on every change the watches report (debounced), and every ``period``."""
         while True:
             try:
@@ -138,6 +145,7 @@ class QuotaController:
 
     async def reconcile(self) -> None:
         self._metrics.quota_passes.inc()
+        self._metrics.set_quota_use(self.ledger.quotas, self.ledger.namespace_used)
         await self.write_status()
         await self.report_invalid()
         await self.reclaim()

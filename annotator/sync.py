@@ -65,8 +65,10 @@ class AnnotationSync:
         may_write: Callable[[], bool],
         concurrency: int = 16,
         dry_run: bool = False,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._zone = policy.zone
+        self._timer = timer
         self._prometheus = prometheus
         self._nodes = nodes
         self._patcher = patcher
@@ -80,7 +82,7 @@ class AnnotationSync:
         self._hot_written: dict[str, int] = {}
 
     async def _query(self, metric: MetricSync) -> list[tuple[str, float]] | None:
-        started = time.perf_counter()
+        started = self._timer()
         try:
             series = await self._prometheus.query(metric.promql)
         except PrometheusError as e:
@@ -88,7 +90,7 @@ class AnnotationSync:
             logger.warning("metric/%s: %s; nothing written, retrying next period", metric.name, e)
             return None
         finally:
-            self._metrics.query_seconds.labels(metric.name).observe(time.perf_counter() - started)
+            self._metrics.query_seconds.labels(metric.name).observe(self._timer() - started)
         if not series:
             self._metrics.query_errors.labels(metric.name, "empty").inc()
             logger.warning(
@@ -107,7 +109,7 @@ class AnnotationSync:
         only: Collection[str] | None = None,
     ) -> RoundReport:
         """Query every metric once, then write each node's due values in one patch."""
-        now = self._clock()
+        started, now = self._timer(), self._clock()
         report = RoundReport(queries=len(metric_syncs))
         results = await asyncio.gather(*(self._query(metric) for metric in metric_syncs))
         index, names = self._nodes.index(), self._nodes.names()
@@ -140,7 +142,7 @@ class AnnotationSync:
                 writes.setdefault(node, {})[HOT_VALUE_KEY] = encoded
         report.annotations = writes
         report.writes = await self.write(writes)
-        self._metrics.rounds.labels("metrics").inc()
+        self._round_done("metrics", started, every_node=only is None)
         return report
 
     def hot_values(self, nodes: Collection[str], now: datetime) -> dict[str, str]:
@@ -154,7 +156,7 @@ class AnnotationSync:
 
     async def sync_hot_values(self, nodes: Collection[str] | None = None) -> int:
         """Recompute and write hot values (for ``nodes``, or every node that needs one)."""
-        now = self._clock()
+        started, now = self._timer(), self._clock()
         self.windows.prune(now)
         candidates = (
             set(nodes) if nodes is not None else self.windows.nodes() | set(self._hot_written)
@@ -162,9 +164,15 @@ class AnnotationSync:
         writes: dict[str, dict[str, str | None]] = {
             node: {HOT_VALUE_KEY: value} for node, value in self.hot_values(candidates, now).items()
         }
-        self._metrics.rounds.labels("hot").inc()
         self._metrics.bindings.set(len(self.windows))
-        return await self.write(writes)
+        written = await self.write(writes)
+        self._round_done("hot", started, every_node=nodes is None)
+        return written
+
+    def _round_done(self, kind: str, started: float, *, every_node: bool) -> None:
+        self._metrics.rounds.labels(kind).inc()
+        scope = "all" if every_node else "some"
+        self._metrics.round_seconds.labels(kind, scope).observe(self._timer() - started)
 
     async def write(self, writes: dict[str, dict[str, str | None]]) -> int:
         """One patch per node from a fixed pool of writers, only while this replica may write."""

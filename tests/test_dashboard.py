@@ -115,6 +115,12 @@ def test_queries_name_only_exported_metrics() -> None:
     names = exported()
     assert {"loadsched_extender_request_duration_seconds_bucket"} <= names
     assert {"loadsched_annotator_metric_last_success_timestamp_seconds"} <= names
+    assert {
+        "loadsched_annotator_round_duration_seconds_bucket",
+        "loadsched_annotator_quota_used",
+        "loadsched_annotator_quota_min",
+        "loadsched_annotator_quota_max",
+    } <= names  # labelled families without a series yet are collected all the same
     unknown = {
         where: sorted(metric_names(expr) - names)
         for where, expr in queries(load())
@@ -137,9 +143,11 @@ def test_panels_cover_what_an_operator_asks() -> None:
         "latency per verb": "loadsched_extender_request_duration_seconds_bucket",
         "nodes rejected": "loadsched_extender_nodes_filtered_total",
         "freshness": "loadsched_annotator_metric_last_success_timestamp_seconds",
-        "round time": "loadsched_annotator_query_duration_seconds_bucket",
+        "round time": "loadsched_annotator_round_duration_seconds_bucket",
+        "query time": "loadsched_annotator_query_duration_seconds_bucket",
         "writes": "loadsched_annotator_node_patches_total",
         "quota": "loadsched_extender_elastic_quotas",
+        "quota use": "loadsched_annotator_quota_used",
         "dispatch": "loadsched_extender_api_requests_total",
         "429": "loadsched_extender_api_requests_total",
         "requeue": "loadsched_extender_requeue_writes_total",

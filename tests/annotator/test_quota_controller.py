@@ -1,6 +1,8 @@
 """The elastic-quota controller against a recording fake API (evictions, events, status)."""
 
+import asyncio
 import json
+from fractions import Fraction
 from typing import Any
 
 import httpx
@@ -8,11 +10,12 @@ import msgspec
 import pytest
 
 from annotator.evicting import TokenBucket
-from annotator.metrics import AnnotatorMetrics
+from annotator.metrics import AnnotatorMetrics, quota_series
 from annotator.objects import NODE_DECODER, NodeStore
 from annotator.reclaim import QuotaController, WaitingPods
 from annotator.recording import EventRecorder
 from shared.pods import POD_DECODER
+from shared.quota import ElasticQuota
 from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
 from tests.quota_objects import elastic_quota, quota_pod
 
@@ -85,6 +88,7 @@ def story(
     quotas: list[dict[str, Any]] | None = None,
     pods: list[Any] | None = None,
     nodes: list[Any] | None = None,
+    metrics: AnnotatorMetrics | None = None,
 ) -> QuotaController:
     ledger = QuotaLedger()
     quotas = quotas or [
@@ -115,7 +119,7 @@ def story(
         nodes=store,
         waiting=waiting,
         recorder=EventRecorder(client, instance="test", monotonic=clock or Clock()),
-        metrics=AnnotatorMetrics(),
+        metrics=metrics or AnnotatorMetrics(),
         dry_run=dry_run,
         evictions_per_minute=per_minute,
         grace_seconds=0,
@@ -395,3 +399,89 @@ def test_token_bucket() -> None:
     assert bucket.take(2) and not bucket.take(1)
     clock.now += 30
     assert bucket.take(1) and not bucket.take(1)
+
+
+def quota_object(namespace: str, **spec: Any) -> Any:
+    return QUOTA_DECODER.decode(msgspec.json.encode(elastic_quota(namespace, **spec)))
+
+
+def gauges(metrics: AnnotatorMetrics) -> dict[tuple[str, str, str], float]:
+    """(min|max|used, namespace, resource) → value of every quota gauge series."""
+    found = {}
+    for family in metrics.registry.collect():
+        if family.name.startswith("loadsched_annotator_quota_") and family.type == "gauge":
+            for sample in family.samples:
+                field = sample.name.rsplit("_", 1)[-1]
+                if field in ("used", "min", "max"):
+                    labels = sample.labels
+                    found[field, labels["namespace"], labels["resource"]] = sample.value
+    return found
+
+
+async def test_a_pass_exports_use_min_and_max_of_every_quota() -> None:
+    metrics = AnnotatorMetrics()
+    quotas = [
+        elastic_quota("a", min={"cpu": 6}, max={"cpu": 10, "memory": "4Gi"}),
+        elastic_quota("b", min={"cpu": 12}),
+    ]
+    controller = story(FakeAPI(), quotas=quotas, metrics=metrics)
+    await controller.reconcile()
+    assert gauges(metrics) == {
+        ("used", "a", "cpu"): 8,
+        ("min", "a", "cpu"): 6,
+        ("max", "a", "cpu"): 10,
+        ("used", "a", "memory"): 0,  # governed (max names it), nothing requests it
+        ("min", "a", "memory"): 0,
+        ("max", "a", "memory"): 4 * 2**30,
+        ("used", "b", "cpu"): 3,
+        ("min", "b", "cpu"): 12,  # no max: unlimited, no series
+    }
+    # a quota deleted, another's max and a resource dropped: their series go at the next pass
+    controller.ledger.quota_store.apply("DELETED", quota_object("b"))
+    controller.ledger.quota_store.apply("MODIFIED", quota_object("a", min={"cpu": 6}, rv=2))
+    controller.ledger.pod_store.apply("DELETED", pod("job-0", "a", 2, node="n1"))
+    await controller.reconcile()
+    assert gauges(metrics) == {("used", "a", "cpu"): 6, ("min", "a", "cpu"): 6}
+
+
+async def test_a_replica_that_stops_leading_exports_no_quota_values() -> None:
+    metrics = AnnotatorMetrics()
+    controller = story(
+        FakeAPI(), metrics=metrics, extra_pods=[pod("w", "b", 1, unschedulable=True)]
+    )
+    task = asyncio.create_task(controller.run(period=3600))
+    get = metrics.registry.get_sample_value
+    while not get("loadsched_annotator_quota_passes_total"):
+        await asyncio.sleep(0)
+    assert gauges(metrics) and get("loadsched_annotator_quota_waiting_pods") == 1
+    task.cancel()  # what Annotator.lead does when the lease is lost
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert gauges(metrics) == {} and get("loadsched_annotator_quota_waiting_pods") == 0
+
+
+@pytest.mark.parametrize(
+    ("quota", "used", "expected"),
+    [
+        (ElasticQuota("a"), {"cpu": Fraction(1)}, {}),  # governs nothing
+        (
+            ElasticQuota("a", min={"cpu": Fraction(1, 2)}),
+            {"cpu": Fraction(3, 4), "memory": Fraction(5)},  # memory is not governed
+            {"used": {("a", "cpu"): 0.75}, "min": {("a", "cpu"): 0.5}},
+        ),
+        (
+            ElasticQuota("a", max={"nvidia.com/gpu": Fraction(2)}),
+            {},
+            {
+                "used": {("a", "nvidia.com/gpu"): 0},
+                "min": {("a", "nvidia.com/gpu"): 0},
+                "max": {("a", "nvidia.com/gpu"): 2},
+            },
+        ),
+    ],
+)
+def test_quota_series(
+    quota: ElasticQuota, used: dict[str, Fraction], expected: dict[str, Any]
+) -> None:
+    series = quota_series({"a": quota}, lambda _: used)
+    assert {k: v for k, v in series.items() if v} == expected

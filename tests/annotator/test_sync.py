@@ -48,13 +48,15 @@ class Harness:
         dry_run: bool = False,
     ) -> None:
         self.prometheus = FakePrometheus(series)
+        self.elapsed = 0.0
+        """The sync's timer: each Prometheus query takes 0.5 s of it."""
         self.api = FakeNodesAPI()
         self.metrics = AnnotatorMetrics()
         self.leader = leader
         self.nodes = store(node("n1", "10.0.0.1"), node("n2", "10.0.0.2"), node("n3", "10.0.0.3"))
         self.sync = AnnotationSync(
             policy=policy,
-            prometheus=PrometheusClient("http://prom", transport=self.prometheus.transport()),
+            prometheus=PrometheusClient("http://prom", transport=httpx.MockTransport(self.query)),
             nodes=self.nodes,
             patcher=NodePatcher(
                 httpx.AsyncClient(base_url="https://api", transport=self.api.transport()),
@@ -65,7 +67,12 @@ class Harness:
             clock=lambda: NOW,
             may_write=lambda: self.leader,
             dry_run=dry_run,
+            timer=lambda: self.elapsed,
         )
+
+    def query(self, request: httpx.Request) -> httpx.Response:
+        self.elapsed += 0.5
+        return self.prometheus.handler(request)
 
     def written(self) -> dict[str, dict[str, str | None]]:
         out: dict[str, dict[str, str | None]] = {}
@@ -147,6 +154,30 @@ async def test_hot_values_ride_along_and_fall_back_to_zero() -> None:
     assert await h.sync.sync_hot_values() == 0  # zero already written
 
 
+def rounds(h: Harness, kind: str, nodes: str) -> tuple[float | None, float | None]:
+    """(count, sum) of the round duration histogram."""
+    get = h.metrics.registry.get_sample_value
+    labels = {"kind": kind, "nodes": nodes}
+    return (
+        get("loadsched_annotator_round_duration_seconds_count", labels),
+        get("loadsched_annotator_round_duration_seconds_sum", labels),
+    )
+
+
+async def test_a_round_is_timed_once_with_its_queries_and_writes() -> None:
+    h = Harness(DEFAULT, ALL)
+    await h.sync.sync(METRICS, with_hot=True)
+    assert rounds(h, "metrics", "all") == (1, 3.0)  # six queries of 0.5 s, in one round
+    await h.sync.sync(METRICS[:2], only={"n2"})
+    assert rounds(h, "metrics", "some") == (1, 1.0)
+    await h.sync.sync_hot_values({"n1"})
+    await h.sync.sync_hot_values()
+    assert rounds(h, "hot", "some") == (1, 0) and rounds(h, "hot", "all") == (1, 0)
+    get = h.metrics.registry.get_sample_value
+    assert get("loadsched_annotator_rounds_total", {"kind": "metrics"}) == 2
+    assert get("loadsched_annotator_rounds_total", {"kind": "hot"}) == 2
+
+
 async def test_only_new_nodes() -> None:
     h = Harness(DEFAULT, ALL)
     await h.sync.sync(METRICS, only={"n2"})
@@ -222,6 +253,8 @@ async def test_runner_gives_each_metric_its_period_and_shares_patches() -> None:
     patches = [set(body["metadata"]["annotations"]) for _, body in h.api.patches]
     assert patches[:4] == [{"fast", "slow"}, {"fast"}, {"fast"}, {"fast", "slow"}]
     assert h.prometheus.queries.count("slow") == 3 and h.prometheus.queries.count("fast") == 7
+    # seven rounds, ten queries: the round time is observed once per round
+    assert rounds(h, "metrics", "all") == (7, 5.0)
 
 
 def test_node_store_reports_new_nodes_and_builds_the_index() -> None:
