@@ -8,7 +8,9 @@ dispatch in a process of its own, and this page shows one process's rooms)."""
 
 from __future__ import annotations
 
+import colorsys
 import json
+import re
 import shutil
 import subprocess
 import urllib.error
@@ -27,7 +29,7 @@ from sandbox.cluster import NodeSpec, Sandbox
 from sandbox.processes import wait_for
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
-from shared.policy import default_policy
+from shared.policy import DEFAULT_POLICY_YAML, default_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -59,8 +61,9 @@ def chromium() -> str:
     return found
 
 
-def browse(url: str, *args: str) -> str:
-    """Run headless chromium on ``url`` until the page's requests are answered."""
+def browse(url: str, *args: str, budget: float = 6.0) -> str:
+    """Run headless chromium on ``url`` for ``budget`` seconds of the page's virtual time
+    (timers run; the clock waits while requests are under way)."""
     result = subprocess.run(
         [
             chromium(),
@@ -69,7 +72,7 @@ def browse(url: str, *args: str) -> str:
             "--disable-gpu",
             "--no-first-run",
             "--hide-scrollbars",
-            "--virtual-time-budget=6000",
+            f"--virtual-time-budget={budget * 1000:.0f}",
             *args,
             url,
         ],
@@ -138,6 +141,26 @@ class Cells(HTMLParser):
         return {attrs[name]: cells for attrs, cells in self.rows if name in attrs}
 
 
+def hue(style: str) -> float:
+    """The hue (degrees) of the ``background`` in an inline style chromium serialised."""
+    match = re.search(r"background(?:-color)?: rgb\((\d+), (\d+), (\d+)\)", style)
+    assert match, style
+    r, g, b = (int(v) / 255 for v in match.groups())
+    return colorsys.rgb_to_hls(r, g, b)[0] * 360
+
+
+def status_requests(url: str) -> float:
+    """``GET /v1/status`` answers the extender has counted."""
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()  # noqa: S310
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("loadsched_extender_api_requests_total{")
+        and 'route="/v1/status"' in line
+        and 'method="GET"' in line
+    )
+
+
 def create_quota(box: Sandbox, namespace: str, spec: dict[str, Any]) -> None:
     k8s.CustomObjectsApi(box.api).create_namespaced_custom_object(
         "scheduling.x-k8s.io",
@@ -158,6 +181,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox,
     work = tmp_path_factory.mktemp("status-page")
     (work / "templates.yaml").write_text(yaml.safe_dump(TEMPLATES))
     (work / "tokens.csv").write_text(f"{TOKEN},operator,1\n")
+    policy = yaml.safe_load(DEFAULT_POLICY_YAML)
+    policy["spec"]["estimation"] = {"enabled": True}
+    (work / "policy.yaml").write_text(yaml.safe_dump(policy))
     with Sandbox() as box:
         box.create_nodes(NodeSpec(name, f"127.0.0.{i + 1}") for i, name in enumerate(LOADS, 1))
         now = datetime.now(UTC)
@@ -195,6 +221,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox,
             name="extender-status",
             args=[
                 "--elastic-quota",
+                "--policy",
+                str(work / "policy.yaml"),
                 "--job-templates",
                 str(work / "templates.yaml"),
                 "--dispatch-auth",
@@ -204,12 +232,32 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox,
             ],
         )
         assert post(f"{url}/v1/jobs", {"template": "report", "key": "daily-1"}) == 201
+        # a pod the extender sees bound after the samples: estimated on node-3
+        box.core.create_namespaced_pod(
+            "default",
+            {
+                "metadata": {"name": "just-placed"},
+                "spec": {
+                    "nodeName": "node-3",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "registry.invalid/w:1",
+                            "resources": {"requests": {"cpu": "2"}},
+                        }
+                    ],
+                },
+            },
+        )
 
         def settled() -> bool:
             _, status = get(f"{url}/v1/status")
             (template,) = status["templates"]["items"]
             quota_seen = any(q["namespace"] == "team-a" for q in status["quotas"]["items"])
-            return bool(template["pending"] == 1 and quota_seen)
+            estimates = [
+                m["estimated"] for n in status["nodes"]["items"] for m in n["metrics"].values()
+            ]
+            return bool(template["pending"] == 1 and quota_seen and max(estimates) > 0)
 
         wait_for(settled, timeout=60, what="the Job's pod and the quotas in /v1/status")
         yield box, url
@@ -232,6 +280,7 @@ def test_the_page_shows_what_the_api_says(cluster: tuple[Sandbox, str]) -> None:
     assert dom.by_id["count-stale"] == str(nodes["stale"]) == "1"
     rows = dom.table("node")
     assert list(rows) == [n["name"] for n in nodes["items"]]  # worst first, as the API
+    estimated = 0
     for node in nodes["items"]:
         cells = rows[node["name"]]
         verdict, score, hot = cells[1][1], cells[2][1], cells[3][1]
@@ -248,8 +297,17 @@ def test_the_page_shows_what_the_api_says(cluster: tuple[Sandbox, str]) -> None:
             assert text.startswith(f"{cell['value'] * 100:.1f}%")
             assert ("stale" in attrs["class"]) == (cell["state"] != "fresh")
             assert ("decided" in attrs["class"]) == cell["decided"]
+            if cell["state"] == "fresh":  # green at 0 of the limit, red from 100 %
+                expected = 0.0 if cell["usage"] > 1 else 130 * (1 - max(0.0, cell["usage"]))
+                assert abs(hue(attrs.get("style", "")) - expected) < 2, (metric, cell, attrs)
+                shown_estimate = re.search(r"\+(\d+\.\d)%$", text)
+                assert bool(shown_estimate) == (cell["estimated"] > 0), (text, cell)
+                if shown_estimate:
+                    assert abs(float(shown_estimate[1]) - cell["estimated"] * 100) <= 0.051
+                    estimated += 1
         if not node["passes"]:
             assert cells[-1][1] == node["rejection"]
+    assert estimated > 0  # node-3's just-placed pod, bound after the samples
     assert rows[STALE][4][1].endswith("stale")
     assert rows[HOT][3][1] == "3"
 
@@ -296,3 +354,55 @@ def test_screenshot_is_readable(cluster: tuple[Sandbox, str]) -> None:
     )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_500_nodes_refresh_filter_and_scroll(cluster: tuple[Sandbox, str]) -> None:
+    """At 500 nodes the page lists every node in the API's order, refreshes itself every
+    10 s (counted by the extender), opens filtered from its address (``#nodes=…&only=bad``:
+    rejected or stale nodes whose name contains the text), and its screenshot is taken."""
+    box, url = cluster
+    now = datetime.now(UTC)
+    more = []
+    for i in range(len(LOADS) + 1, 501):
+        usage = (i * 37 % 100) / 100
+        when = now - timedelta(minutes=20) if i % 50 == 0 else now
+        annotations = {m: encode_metric(usage, when) for m in METRICS}
+        more.append(NodeSpec(f"many-{i:03d}", "127.0.1.1", annotations=annotations))
+    box.create_nodes(more)
+    try:
+        wait_for(
+            lambda: get(f"{url}/v1/status")[1]["nodes"]["total"] == 500,
+            timeout=60,
+            what="500 nodes in /v1/status",
+        )
+        before = status_requests(url)
+        dom = Cells()
+        dom.feed(browse(f"{url}/ui#token={TOKEN}", "--dump-dom", budget=25))
+        loads = status_requests(url) - before
+        _, status = get(f"{url}/v1/status")
+        items = status["nodes"]["items"]
+        assert dom.by_id["count-total"] == "500"
+        assert dom.by_id["shown"] == "500 of 500 shown"
+        assert list(dom.table("node")) == [n["name"] for n in items]
+        assert loads >= 3, loads  # at 0 s, 10 s and 20 s of the page's 25
+
+        dom = Cells()
+        dom.feed(browse(f"{url}/ui#token={TOKEN}&nodes=many-4&only=bad", "--dump-dom"))
+        bad = [
+            n["name"]
+            for n in items
+            if "many-4" in n["name"]
+            and (not n["passes"] or any(m["state"] != "fresh" for m in n["metrics"].values()))
+        ]
+        assert 0 < len(bad) < 100
+        assert list(dom.table("node")) == bad
+        assert dom.by_id["shown"] == f"{len(bad)} of 500 shown"
+
+        OUT.mkdir(exist_ok=True)
+        shot = OUT / "status-page-500.png"
+        shot.unlink(missing_ok=True)
+        browse(f"{url}/ui#token={TOKEN}", f"--screenshot={shot}", "--window-size=1440,900")
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        for spec in more:
+            box.core.delete_node(spec.name)
