@@ -20,7 +20,14 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi import Path as InPath
 from fastapi.exceptions import RequestValidationError
 
-from extender.access import Action, Authorizer, Caller, authenticating, http_error
+from extender.access import (
+    Action,
+    Authorizer,
+    Caller,
+    authenticating,
+    http_error,
+    presented_authorization,
+)
 from extender.routing import JSONRoute
 from extender.scheduling.explain import Explainer, Explanation
 from extender.scheduling.quota_gate import InvalidPod
@@ -29,9 +36,6 @@ from shared.kube import fetching
 from shared.kube.paths import PODS
 from shared.kube.retrying import RetryPolicy
 from shared.pods import POD_DECODER, Pod
-
-PROXIED_AUTHORIZATION = "x-loadsched-authorization"
-"""Where a client behind the API server's service proxy puts its ``Bearer <token>``."""
 
 
 class ExplainService:
@@ -79,10 +83,8 @@ ServiceDep = Annotated[ExplainService, Depends(get_service)]
 @authenticating
 async def authenticated(service: ServiceDep, request: Request) -> Caller:
     """The caller; 401 without an accepted token, 502/503 when it cannot be reviewed."""
-    headers = request.headers
-    token = headers.get(PROXIED_AUTHORIZATION) or headers.get("authorization")
     try:
-        return await service.authorizer.authenticate(token)
+        return await service.authorizer.authenticate(presented_authorization(request.headers))
     except LoadschedError as e:
         raise http_error(e) from e
 
