@@ -416,14 +416,26 @@ def rounds_mixed(stamps: dict[str, datetime]) -> bool:
 
 
 def split_nodes(stamps: dict[str, dict[str, datetime]]) -> set[str]:
-    """Nodes carrying metrics of one period from different rounds (a round writes a node's
-    due values in one patch, so a crash mid-round never leaves a node split)."""
-    return {
-        node
-        for node, metrics in stamps.items()
-        for group in PERIOD_GROUPS
-        if len({metrics.get(name) for name in group}) > 1
-    }
+    """Nodes a round wrote only in part: for metrics of one period, the node has one value of
+    a round and an older value of another metric that the same round wrote on other nodes.
+    (A round writes a node's due values in one patch, so a crash mid-round never splits a
+    node. A metric retried alone after a failed query is no split: its round wrote only it.)"""
+    split = set()
+    for group in PERIOD_GROUPS:
+        wrote: dict[datetime, set[str]] = {}
+        for metrics in stamps.values():
+            for name in group:
+                if name in metrics:
+                    wrote.setdefault(metrics[name], set()).add(name)
+        for node, metrics in stamps.items():
+            for name in group:
+                stamp = metrics.get(name)
+                if stamp is None:
+                    continue
+                for other in wrote[stamp] - {name}:
+                    if other not in metrics or metrics[other] < stamp:
+                        split.add(node)
+    return split
 
 
 def run_annotator_kill(
