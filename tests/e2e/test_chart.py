@@ -27,6 +27,7 @@ ALL_FEATURES = yaml.safe_load((FIXTURES / "all-features.yaml").read_text())
 OPERATOR_APIS = (
     "monitoring.coreos.com/v1/PrometheusRule",
     "monitoring.coreos.com/v1/ServiceMonitor",
+    "monitoring.coreos.com/v1/PodMonitor",
     "cert-manager.io/v1/Certificate",
 )
 
@@ -61,6 +62,7 @@ def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:
     assert kinds(everything) - kinds(defaults) == {
         "PrometheusRule",
         "ServiceMonitor",
+        "PodMonitor",
         "Certificate",
     }
     for objects in (defaults, everything):
