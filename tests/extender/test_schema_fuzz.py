@@ -7,7 +7,8 @@ Both of schemathesis' modes run: *positive* (bodies and parameters the schema ac
 *negative* (ones it refuses). The posted ``template`` is sometimes replaced by one the
 extender serves, so generated keys, data, overrides, schedules and time zones reach the
 dispatcher and the Job building, not only the "unknown template" answer. New ``/v1`` paths
-(``/v1/explain`` when it is added) are taken from the schema without a change here.
+are taken from the schema without a change here. Every pod the fake cluster is asked for
+exists, so ``GET /v1/explain/{namespace}/{pod}`` runs the explanation on generated names.
 
 "Names the field", from the API's error format:
 
@@ -34,6 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import anyio
 import anyio.from_thread
@@ -108,7 +110,18 @@ class FuzzAPI(JobsAPI):
             body = json.loads(request.content)
             self.created[path.rsplit("/", 1)[1]] = body
             return httpx.Response(200, json=body)
+        pod = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
+        if request.method == "GET" and pod:  # any pod exists: explain runs on generated names
+            namespace, name = (unquote(part) for part in pod.groups())
+            return httpx.Response(200, json=fuzz_pod(namespace, name))
         return await super().handler(request)
+
+
+def fuzz_pod(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+    }
 
 
 @dataclass
