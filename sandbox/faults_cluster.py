@@ -118,21 +118,23 @@ class Flow:
         )
 
     def stale_nodes(self, since: datetime) -> list[str]:
-        """Nodes whose ``cpu_usage_avg_5m`` was not written after ``since`` or differs from
-        what Prometheus answers now by more than its drift over a few seconds."""
-        answer = self.stack.prometheus.query("cpu_usage_avg_5m")
+        """Nodes with any of the policy's metrics not written after ``since``, or differing
+        from what Prometheus answers now by more than its drift over a few seconds."""
+        answers = {metric: self.stack.prometheus.query(metric) for metric in sorted(METRICS)}
         stale = []
         for node in NODES:
             meta: Any = self.sandbox.core.read_node(node.name).metadata
-            sample = decode((meta.annotations or {}).get("cpu_usage_avg_5m", ""))
-            latest = answer.get(self.stack.instance(node))
-            if (
-                not isinstance(sample, Sample)
-                or sample.timestamp < since
-                or latest is None
-                or abs(sample.value - latest / 100) > 0.02
-            ):
-                stale.append(node.name)
+            for metric, answer in answers.items():
+                sample = decode((meta.annotations or {}).get(metric, ""))
+                latest = answer.get(self.stack.instance(node))
+                if (
+                    not isinstance(sample, Sample)
+                    or sample.timestamp < since
+                    or latest is None
+                    or abs(sample.value - latest / 100) > 0.02
+                ):
+                    stale.append(node.name)
+                    break
         return stale
 
     def jobs_with_key(self, key: str) -> int:
