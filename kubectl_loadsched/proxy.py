@@ -113,7 +113,7 @@ class ExtenderClient:
     def quotas(self, namespace: str | None) -> dict[str, Any]:
         """The status report's elastic quotas (each namespace's used, min, max, borrowed and
         lent per resource; the pool; invalid quotas), only ``namespace``'s when given."""
-        report = self._call("GET", STATUS)
+        report = self._call("GET", STATUS, params={"part": "quotas"})
         quotas = report.get("quotas") if isinstance(report, dict) else None
         if not isinstance(quotas, dict):
             raise PluginError(f"the extender's {STATUS} has no quotas (an older extender?)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -122,10 +123,14 @@ class Templates(BaseModel):
     items: list[TemplateRow]
 
 
+StatusPart = Literal["nodes", "quotas", "templates"]
+STATUS_PARTS: tuple[StatusPart, ...] = ("nodes", "quotas", "templates")
+
+
 class Status(BaseModel):
     generated_at: datetime = Field(serialization_alias="generatedAt")
     ready: bool
     readiness: str
-    nodes: Nodes
-    quotas: Quotas
-    templates: Templates
+    nodes: Nodes | None = Field(description="null when ?part= did not ask for it")
+    quotas: Quotas | None = Field(description="null when ?part= did not ask for it")
+    templates: Templates | None = Field(description="null when ?part= did not ask for it")

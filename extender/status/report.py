@@ -6,7 +6,7 @@ the dispatcher's watch caches); nothing here decides anything or does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -14,6 +14,7 @@ from fractions import Fraction
 from extender.dispatch.dispatcher import Dispatcher
 from extender.scheduling.node_view import NodeLoadCache
 from extender.status.models import (
+    STATUS_PARTS,
     InvalidQuota,
     MetricCell,
     MetricColumn,
@@ -23,6 +24,7 @@ from extender.status.models import (
     QuotaRow,
     Quotas,
     Status,
+    StatusPart,
     TemplateRow,
     Templates,
 )
@@ -235,14 +237,16 @@ class StatusSources:
     """The dispatcher once started (it is built when the cluster is reached)."""
     readiness: Callable[[], tuple[bool, str]]
 
-    def report(self) -> Status:
+    def report(self, parts: Collection[StatusPart] = STATUS_PARTS) -> Status:
+        """The report, with only ``parts`` (the others ``None``: a client that wants the
+        quotas of a 5,000-node cluster is not sent every node)."""
         now = self.clock()
         ready, message = self.readiness()
         return Status(
             generated_at=now,
             ready=ready,
             readiness=message,
-            nodes=node_report(self.node_cache, self.rules, now),
-            quotas=quota_report(self.ledger),
-            templates=template_report(self.dispatcher()),
+            nodes=node_report(self.node_cache, self.rules, now) if "nodes" in parts else None,
+            quotas=quota_report(self.ledger) if "quotas" in parts else None,
+            templates=template_report(self.dispatcher()) if "templates" in parts else None,
         )

@@ -23,7 +23,7 @@ from functools import cache
 from importlib import resources
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from extender.access import (
@@ -34,7 +34,7 @@ from extender.access import (
     http_error,
     presented_authorization,
 )
-from extender.status.models import Status
+from extender.status.models import STATUS_PARTS, Status, StatusPart
 from extender.status.report import StatusSources
 from shared.errors import LoadschedError
 
@@ -75,11 +75,17 @@ router = APIRouter(tags=["status"])
 
 
 @router.get("/v1/status", response_model=Status, dependencies=[STATUS_VIEWER])
-async def status(found: SourcesDep) -> Status:
+async def status(
+    found: SourcesDep,
+    part: Annotated[
+        list[StatusPart] | None,
+        Query(description="only these parts (repeatable); the others are null. Default: all"),
+    ] = None,
+) -> Status:
     """Every node's verdict now (worst first) with each metric's value, age, freshness, limit
     and estimate; the elastic quotas; the dispatch templates with their active and pending
     counts."""
-    return found.report()
+    return found.report(part or STATUS_PARTS)
 
 
 @cache

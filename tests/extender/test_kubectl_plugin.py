@@ -115,6 +115,7 @@ async def test_quotas_are_the_status_reports(make_client: ClientFactory, tmp_pat
     assert code == 0, table
     (request,) = proxy.received
     assert request.url.path == f"{PROXY}/v1/status"
+    assert request.url.params.get_list("part") == ["quotas"]  # not every node
     assert request.headers["Authorization"] == "Bearer writer"  # for the API server
     assert request.headers["X-Loadsched-Authorization"] == "Bearer writer"
     assert "authorization" not in proxy.forwarded[0].headers

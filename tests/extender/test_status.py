@@ -116,6 +116,19 @@ async def test_quotas_used_borrowed_and_lent(make_client: ClientFactory) -> None
     assert quotas["pool"]["cpu"] == {"min": "18", "used": "11"}
 
 
+async def test_only_the_parts_asked_for(make_client: ClientFactory) -> None:
+    client = await ready_status(make_client)
+    whole = (await client.get("/v1/status")).json()
+    only = (await client.get("/v1/status", params={"part": "quotas"})).json()
+    assert only["quotas"] == whole["quotas"]
+    assert only["nodes"] is None and only["templates"] is None
+    two = (await client.get("/v1/status?part=nodes&part=templates")).json()
+    assert two["quotas"] is None and two["nodes"]["total"] == whole["nodes"]["total"]
+    bad = await client.get("/v1/status", params={"part": "pods"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["query", "part", 0]
+
+
 async def test_templates_active_pending_and_refusal(
     make_client: ClientFactory, tmp_path: Path
 ) -> None:
