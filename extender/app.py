@@ -133,6 +133,7 @@ def quota_gate(
         return None
     nodes = needs_cluster("elastic_quota", node_cache)
     metrics.quota_pods.set_function(lambda: len(ledger.pods))
+    metrics.quota_assumed.set_function(lambda: ledger.assumed)
     metrics.quotas.labels("active").set_function(lambda: len(ledger.quotas))
     metrics.quotas.labels("invalid").set_function(lambda: len(ledger.invalid))
     return QuotaGate(ledger, allocatable=nodes.allocatable_of, metrics=metrics)

@@ -194,6 +194,11 @@ class QuotaLedger:
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
 
+    @property
+    def assumed(self) -> int:
+        """Pods counted from their admission that the pod watch has not shown bound or gone."""
+        return len(self._assumed)
+
     def expire_assumed(self) -> None:
         """Drop assumptions past their deadline. They share one lifetime, so insertion order
         is deadline order: stop at the first one still valid."""

@@ -80,6 +80,11 @@ class ExtenderMetrics:
             "Pods counted against elastic quotas (bound or nominated, not terminal).",
             registry=self.registry,
         )
+        self.quota_assumed = Gauge(
+            "loadsched_extender_quota_assumed_pods",
+            "Pods admitted by filter that the pod watch has not yet shown bound (or gone).",
+            registry=self.registry,
+        )
         self.quotas = Gauge(
             "loadsched_extender_elastic_quotas",
             "ElasticQuota objects by state (active, or invalid and ignored).",

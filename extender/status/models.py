@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -124,7 +124,7 @@ class Templates(BaseModel):
 
 
 StatusPart = Literal["nodes", "quotas", "templates"]
-STATUS_PARTS: tuple[StatusPart, ...] = ("nodes", "quotas", "templates")
+STATUS_PARTS: tuple[StatusPart, ...] = get_args(StatusPart)
 
 
 class Status(BaseModel):

@@ -451,9 +451,10 @@ async def test_a_replica_that_stops_leading_exports_no_quota_values() -> None:
     )
     task = asyncio.create_task(controller.run(period=3600))
     get = metrics.registry.get_sample_value
-    while not get("loadsched_annotator_quota_passes_total"):
-        await asyncio.sleep(0)
-    assert gauges(metrics) and get("loadsched_annotator_quota_waiting_pods") == 1
+    async with asyncio.timeout(5):  # the first pass has set the gauges
+        while not (gauges(metrics) and get("loadsched_annotator_quota_waiting_pods") == 1):
+            assert not task.done(), task
+            await asyncio.sleep(0)
     task.cancel()  # what Annotator.lead does when the lease is lost
     with pytest.raises(asyncio.CancelledError):
         await task

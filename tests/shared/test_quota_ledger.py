@@ -99,18 +99,22 @@ def test_assumed_pods_count_until_bound_or_expired() -> None:
             ledger.assume(p, cpu(2))
             admitted.append(p.metadata.name)
     assert admitted == ["burst-0", "burst-1"]  # 6 + 2 + 2 = 10 = max
+    assert ledger.assumed == 2
     # an update before binding keeps the assumption; the binding replaces it
     ledger.pod_store.apply("MODIFIED", burst[0])
     assert ledger.namespace_used("a") == cpu(10)
     ledger.pod_store.apply("MODIFIED", pod("burst-0", "a", 2, node="n1"))
     assert ledger.namespace_used("a") == cpu(10) and not ledger.is_assumed("uid-a-burst-0")
+    assert ledger.assumed == 1
     # the scheduler gave up on burst-1: its assumption goes
     ledger.pod_store.apply("MODIFIED", pod("burst-1", "a", 2, unschedulable=True))
     assert ledger.namespace_used("a") == cpu(8)
+    assert ledger.assumed == 0
     ledger.assume(burst[2], cpu(2))
     clock.now = 31
     ledger.expire_assumed()
     assert ledger.namespace_used("a") == cpu(8)
+    assert ledger.assumed == 0
 
 
 def test_invalid_and_duplicate_quotas_are_ignored_and_reported() -> None:
