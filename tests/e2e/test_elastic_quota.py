@@ -483,14 +483,15 @@ def test_preempt_counts_room_promised_to_a_burst(
 
     low = [w_pod(f"w-0-{i}", "eq-0") for i in range(4)]
     low += [w_pod(f"w-100-{i}", "eq-100") for i in range(2)]
+    counted = metric(extender, "loadsched_extender_quota_cached_pods")
     sandbox.create_pods(low)
     wait_bound(sandbox, W, "w-", 6)
-    # the lagging extender has seen them bound (2 s late, later on a busy machine): none of
-    # its admissions is still only assumed
+    # the lagging extender has seen them bound (2 s late, later on a busy machine): measured,
+    # its count of the namespace's pods rises when its watch shows them
     wait_for(
-        lambda: metric(extender, "loadsched_extender_quota_assumed_pods") == 0,
+        lambda: metric(extender, "loadsched_extender_quota_cached_pods") >= counted + 6,
         timeout=30,
-        what="the lagging extender to see the six pods bound",
+        what="the lagging extender to count the six pods bound",
     )
     before = pods_of(sandbox, W)
     dropped = metric(extender, 'loadsched_extender_quota_preemptions_total{outcome="dropped"}')
