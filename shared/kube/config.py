@@ -25,19 +25,24 @@ WATCH_TIMEOUT = httpx.Timeout(None, connect=5.0)
 """Watches are long polls bounded by the server's ``timeoutSeconds``."""
 
 
-class _BearerAuth(httpx.Auth):
+class BearerAuth(httpx.Auth):
     """Ask the configuration for the token on every request, so rotated tokens are picked up."""
 
     def __init__(self, configuration: k8s_client.Configuration) -> None:
         self._configuration = configuration
 
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+    def authorization(self) -> str | None:
+        """The ``Authorization`` header's value now (``Bearer …``), if there is a token."""
         # kubernetes>=2x stores the kubeconfig or service-account token as "BearerToken";
         # older releases used "authorization".
         configuration = self._configuration
-        token = configuration.get_api_key_with_prefix(
+        token: str | None = configuration.get_api_key_with_prefix(
             "BearerToken"
         ) or configuration.get_api_key_with_prefix("authorization")
+        return token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        token = self.authorization()
         if token:
             request.headers["Authorization"] = token
         yield request
@@ -110,7 +115,7 @@ def load_endpoint(kubeconfig: str | None, *, context: str | None = None) -> Kube
     except (OSError, ssl.SSLError) as e:
         raise ConfigError(source, "", f"cannot load TLS material: {e}") from e
     auth = (
-        _BearerAuth(configuration)
+        BearerAuth(configuration)
         if configuration.api_key or configuration.refresh_api_key_hook
         else None
     )

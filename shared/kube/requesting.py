@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_RETRY = RetryPolicy()
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
 
 
 async def request(
@@ -43,8 +44,8 @@ async def request(
     :mod:`shared.kube.retrying`). Once retries are exhausted, or for a failure that may not be
     retried, the last error is raised: an :class:`~shared.errors.APIError` by status or an
     :class:`~shared.errors.APIUnreachableError`."""
-    attempt = 1
-    while True:
+
+    async def send() -> httpx.Response:
         try:
             response = await client.request(
                 method,
@@ -56,21 +57,46 @@ async def request(
                 timeout=retry.http_timeout,
             )
         except httpx.HTTPError as e:
-            error: APIError | APIUnreachableError = unreachable(e, what)
-            cause: BaseException = e
-        else:
-            try:
-                raise_for_status(response)
-            except APIError as e:
-                error, cause = e, e
-            else:
-                return response
+            raise unreachable(e, what) from e
+        raise_for_status(response)
+        return response
+
+    return await retried(
+        send,
+        method=method,
+        what=what,
+        retry=retry,
+        idempotent=idempotent,
+        conflicts=conflicts,
+        sleep=sleep,
+    )
+
+
+async def retried(
+    send: Callable[[], Awaitable[T]],
+    *,
+    method: str,
+    what: str,
+    retry: RetryPolicy = DEFAULT_RETRY,
+    idempotent: bool = False,
+    conflicts: bool = False,
+    sleep: Sleep = asyncio.sleep,
+) -> T:
+    """Call ``send`` (one attempt of a ``method`` request, raising an
+    :class:`~shared.errors.APIError` or :class:`~shared.errors.APIUnreachableError`) until it
+    succeeds or ``retry`` says to stop; then the last error is raised. :func:`request` is this
+    over httpx; a writer with its own connections (the annotator's PATCH path) calls it
+    directly, so both share one retry rule."""
+    attempt = 1
+    while True:
+        try:
+            return await send()
+        except (APIError, APIUnreachableError) as e:
+            error = e
         if attempt >= retry.attempts or not retry.retryable(
             method, error, idempotent=idempotent, conflicts=conflicts
         ):
-            if error is cause:
-                raise error
-            raise error from cause
+            raise error
         delay = retry.delay(attempt, error)
         logger.warning(
             "%s: attempt #%d/%d failed (%s); will retry in %.2fs",

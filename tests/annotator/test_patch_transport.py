@@ -242,3 +242,79 @@ async def test_cookies_the_server_sets_are_not_sent_back(serve) -> None:
             await client.patch("/api/v1/nodes/n1", content=b"{}")
         assert len(client.cookies) == 0  # the answers were not read for cookies at all
     assert all(b"cookie" not in r.head.lower() for r in started.server.received)
+
+
+def _headers(head: bytes) -> dict[bytes, bytes]:
+    lines = head.split(b"\r\n")[1:]
+    pairs = (line.split(b":", 1) for line in lines if line)
+    return {name.strip().lower(): value.strip() for name, value in pairs}
+
+
+async def test_node_patcher_writes_the_request_httpx_would_with_the_current_token(serve) -> None:
+    from kubernetes import client as k8s_client
+
+    from shared.kube.config import BearerAuth
+
+    started = await serve(lambda r: OK)
+    configuration = k8s_client.Configuration()
+    configuration.api_key = {"BearerToken": "first"}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    endpoint = KubeEndpoint(host=f"{started.endpoint.host}/prefix", auth=BearerAuth(configuration))
+    body = b'{"metadata":{"annotations":{"cpu":"0.1"}}}'
+    async with kube_client(endpoint, max_connections=1) as client:
+        patcher = NodePatcher(client)
+        assert await patcher.patch_annotations("n1.example", {"cpu": "0.1"})
+        await client.patch(
+            "/api/v1/nodes/n1.example",
+            content=body,
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        configuration.api_key = {"BearerToken": "rotated"}
+        assert await patcher.patch_annotations("n1.example", {"cpu": "0.1"})
+    direct, through_httpx, rotated = started.server.received
+    assert direct.head.split(b"\r\n", 1)[0] == b"PATCH /prefix/api/v1/nodes/n1.example HTTP/1.1"
+    assert direct.head.split(b"\r\n", 1)[0] == through_httpx.head.split(b"\r\n", 1)[0]
+    expected = _headers(through_httpx.head)
+    # httpx offers compressed answers; the direct path reads none of a 2xx answer's body
+    for name in (b"accept-encoding", b"connection"):
+        expected.pop(name, None)
+    assert _headers(direct.head) == expected
+    assert expected[b"authorization"] == b"Bearer first"
+    assert _headers(rotated.head)[b"authorization"] == b"Bearer rotated"
+    assert direct.body == through_httpx.body == body
+    assert started.server.connections == 1
+
+
+def _status(code: int, reason: str, message: str) -> bytes:
+    body = json.dumps({"kind": "Status", "code": code, "reason": reason, "message": message})
+    return (
+        f"HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n{body}"
+    ).encode()
+
+
+async def test_node_patcher_retries_a_conflict_and_a_server_error(serve) -> None:
+    answers = iter([_status(409, "Conflict", "changed"), _status(500, "InternalError", "x"), OK])
+    started = await serve(lambda r: next(answers))
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        patcher = NodePatcher(client, retry=RetryPolicy(attempts=3, backoff=0.001))
+        assert await patcher.patch_annotations("n1", {"cpu": None})
+    assert len(started.server.received) == 3
+
+
+async def test_node_patcher_raises_the_api_error_it_may_not_retry(serve) -> None:
+    from shared.errors import APIServerError, APIUnauthorizedError
+
+    started = await serve(lambda r: _status(401, "Unauthorized", "token expired"))
+    async with kube_client(started.endpoint, max_connections=1) as client:
+        patcher = NodePatcher(client, retry=RetryPolicy(attempts=3, backoff=0.001))
+        with pytest.raises(APIUnauthorizedError, match="token expired"):
+            await patcher.patch_annotations("n1", {"cpu": None})
+    assert len(started.server.received) == 1
+
+    failing = await serve(lambda r: _status(503, "ServiceUnavailable", "etcd is down"))
+    async with kube_client(failing.endpoint, max_connections=1) as client:
+        patcher = NodePatcher(client, retry=RetryPolicy(attempts=2, backoff=0.001))
+        with pytest.raises(APIServerError, match="etcd is down"):
+            await patcher.patch_annotations("n1", {"cpu": None})
+    assert len(failing.server.received) == 2
