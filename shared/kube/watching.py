@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -230,9 +230,8 @@ class Reflector(Generic[T]):
                 if not response.is_success:
                     await response.aread()
                     raise_for_status(response)
-                async for line in response.aiter_lines():
-                    if line:
-                        self._handle(line.encode())
+                async for line in event_lines(response.aiter_bytes()):
+                    self._handle(line)
         except httpx.HTTPError as e:
             raise unreachable(e, f"watch {self._path}") from e
 
@@ -245,3 +244,27 @@ class Reflector(Generic[T]):
             self._store.apply(event.type, self._decode(event.object))
         if version:
             self.resource_version = version
+
+
+async def event_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The non-empty lines of a watch stream (one JSON event each), as bytes: split on ``\\n``
+    without decoding the text, an event split across chunks joined once. A tail the stream
+    ends without a newline is an event cut short: it is dropped (the watch resumes from the
+    last event applied, so the server sends it again)."""
+    pending: list[bytes] = []
+    async for chunk in chunks:
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            continue
+        first, *lines, last = chunk.split(b"\n")
+        if pending:
+            pending.append(first)
+            first = b"".join(pending)
+            pending = []
+        if first:
+            yield first
+        for line in lines:
+            if line:
+                yield line
+        if last:
+            pending.append(last)

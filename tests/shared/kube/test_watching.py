@@ -5,7 +5,7 @@ import httpx
 import msgspec
 import pytest
 
-from shared.kube.watching import Backoff, Reflector
+from shared.kube.watching import Backoff, Reflector, event_lines
 from tests.fakekube import FakeCollection, event, gone, obj
 
 pytestmark = pytest.mark.anyio
@@ -130,3 +130,29 @@ async def test_failed_list_is_retried_not_dropped() -> None:
     assert store.items == {"n1": "1"}
     assert reflector.synced.is_set()
     assert fake.list_count() == 4
+
+
+async def _lines(chunks: list[bytes]) -> list[bytes]:
+    async def stream():  # type: ignore[no-untyped-def]
+        for chunk in chunks:
+            yield chunk
+
+    return [line async for line in event_lines(stream())]
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b'{"a":1}\n{"b":2}\n'],
+        [b'{"a"', b":1}\n", b'{"b":2}\n'],
+        [b'{"a":1}\n{"b', b'":', b"2}\n"],
+        [b'{"a":1}', b"\n\n", b'{"b":2}\n\n'],
+        [b"", b'{"a":1}\n{"b":2}\n', b""],
+    ],
+)
+async def test_event_lines_joins_events_split_across_chunks(chunks: list[bytes]) -> None:
+    assert await _lines(chunks) == [b'{"a":1}', b'{"b":2}']
+
+
+async def test_event_lines_drops_an_event_the_stream_cut_short() -> None:
+    assert await _lines([b'{"a":1}\n{"b":', b"2"]) == [b'{"a":1}']
