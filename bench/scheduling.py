@@ -134,17 +134,26 @@ class AnnotationChurn:
             self._thread.join()
 
 
-def extender_seconds(url: str) -> float:
-    """Filter + prioritize time the extender has measured so far (its own metrics)."""
+def extender_counts(url: str) -> dict[str, float]:
+    """What the extender has counted so far (its own metrics): ``seconds``, its filter +
+    prioritize time; per verb, ``<verb>`` calls answered and ``<verb>-kept`` answers kept
+    for the same nodes (:class:`extender.scheduling.verbs.WindowMemo`)."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:  # noqa: S310 - loopback
         text = response.read().decode()
-    total = 0.0
-    for verb in ("filter", "prioritize"):
-        match = re.search(
-            rf'loadsched_extender_request_duration_seconds_sum{{verb="{verb}"}} (\S+)', text
+
+    def sample(name: str, verb: str) -> float:
+        labels = (
+            f'code="200",verb="{verb}"' if name.endswith("responses_total") else f'verb="{verb}"'
         )
-        total += float(match.group(1)) if match else 0.0
-    return total
+        match = re.search(rf"loadsched_extender_{name}{{{labels}}} (\S+)", text)
+        return float(match.group(1)) if match else 0.0
+
+    counts = {"seconds": 0.0}
+    for verb in ("filter", "prioritize"):
+        counts["seconds"] += sample("request_duration_seconds_sum", verb)
+        counts[verb] = sample("responses_total", verb)
+        counts[f"{verb}-kept"] = sample("answers_kept_total", verb)
+    return counts
 
 
 class BindingClock:
@@ -205,6 +214,8 @@ class Batch:
     wall: float
     cpu: dict[str, float]
     extender_seconds: float = 0.0
+    kept: dict[str, float] = field(default_factory=dict)
+    """Per verb, the share of loadsched's answers kept for the same nodes."""
     window: float = 0.0
     """Wall time over which ``cpu`` was measured (scheduler start to last binding)."""
 
@@ -250,7 +261,7 @@ class Bench:
         if not watch_bindings(box, label, clock).wait(60):
             raise SystemExit(f"{label}: the watch did not list the batch's pods")
         process = {"minimal": "minimal-extender", "loadsched": "extender"}.get(kind)
-        spent = extender_seconds(self.loadsched_url) if kind == "loadsched" else 0.0
+        counted = extender_counts(self.loadsched_url) if kind == "loadsched" else {}
         before = self.cpu_seconds(label, process)
         window = time.monotonic()
         box.start_scheduler(
@@ -264,7 +275,8 @@ class Bench:
         after = self.cpu_seconds(label, process)
         window = time.monotonic() - window
         if kind == "loadsched":
-            spent = extender_seconds(self.loadsched_url) - spent
+            now_counted = extender_counts(self.loadsched_url)
+            counted = {k: now_counted[k] - counted[k] for k in now_counted}
         box.stop_scheduler(label)
         box.delete_pods(f"batch={label}")
         first, last = min(clock.bound.values()), max(clock.bound.values())
@@ -274,7 +286,11 @@ class Bench:
             (count - 1) / (last - first),
             last - first,
             {name: after[name] - before[name] for name in after},
-            spent,
+            counted.get("seconds", 0.0),
+            {
+                verb: counted[f"{verb}-kept"] / counted[verb] if counted.get(verb) else 0.0
+                for verb in ("filter", "prioritize")
+            },
             window,
         )
         if not warmup:
@@ -345,7 +361,10 @@ def report(
     wall = statistics.mean(b.wall for b in loadsched)
     print(
         f"  loadsched's own time per pod {1000 * spent / pods:.2f} ms (filter + prioritize, "
-        f"its metrics): {100 * spent / wall:.1f} % of the batch's {wall:.1f} s"
+        f"its metrics): {100 * spent / wall:.1f} % of the batch's {wall:.1f} s; answers kept "
+        f"for the same nodes: filter "
+        f"{100 * statistics.mean(b.kept['filter'] for b in loadsched):.0f} %, prioritize "
+        f"{100 * statistics.mean(b.kept['prioritize'] for b in loadsched):.0f} %"
     )
     print("  CPU per pod, ms (user + system over the batch; mean of rounds)")
     print(f"    {'process':<26}" + "".join(f"{kind:>11}" for kind in KINDS))

@@ -50,6 +50,16 @@ class ExtenderMetrics:
             "Names-only requests naming a node the node cache does not (yet) hold.",
             registry=self.registry,
         )
+        self.answers_kept = Counter(
+            "loadsched_extender_answers_kept_total",
+            "Names-only filter and prioritize answers served as kept for the same node names, "
+            "none of whose nodes changed since (kube-scheduler asks about the same windows of "
+            "nodes pod after pod); the rest were computed.",
+            ["verb"],
+            registry=self.registry,
+        )
+        self.filter_kept = self.answers_kept.labels("filter")
+        self.prioritize_kept = self.answers_kept.labels("prioritize")
         self.cached_nodes = Gauge(
             "loadsched_extender_node_cache_nodes",
             "Nodes in the watch-fed node cache.",

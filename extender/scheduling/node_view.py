@@ -154,6 +154,9 @@ Standing = tuple[()] | tuple[str, tuple[str, str]]
 PASSES: Standing = ()
 """A passing node's standing: empty, so false, and one object, so counted by identity."""
 
+CHANGES_KEPT = 4096
+"""How many node changes a :class:`NodeView` names back (:meth:`NodeView.changed_since`)."""
+
 
 class NodeView:
     """Every cached node's verdict, indexed for names-only requests and kept up to date node by
@@ -170,11 +173,16 @@ class NodeView:
       rejected nodes have each: a request that asks about every rejected node (kube-scheduler
       asks about every node it has not ruled out itself) takes these and ``refusals`` whole.
 
+
     ``clean`` (passing with every value known), ``scores`` and ``refusals`` are the same facts
     for other readers. ``version`` changes with every change, so answers computed from one
-    version can be kept until the next (:class:`extender.scheduling.verbs.AnswerMemo`)."""
+    version can be kept until the next (:class:`extender.scheduling.verbs.AnswerMemo`), and
+    :meth:`changed_since` names the nodes changed since a version, so an answer about nodes
+    none of which changed can be kept longer (:class:`extender.scheduling.verbs.WindowMemo`)."""
 
     __slots__ = (
+        "_changes",
+        "_changes_base",
         "_frozen",
         "_frozen_version",
         "clean",
@@ -206,6 +214,16 @@ class NodeView:
         self.unknowns: dict[str, tuple[tuple[str, str], ...]] = {}
         self._frozen: dict[str, str] = {}
         self._frozen_version = 0
+        self._changes: list[str] = []
+        self._changes_base = 0
+        """The node each change was made to, from version ``_changes_base`` on."""
+
+    def changed_since(self, version: int) -> list[str] | None:
+        """The nodes changed after ``version`` (in order, repeats kept); ``None`` when that is
+        further back than the last :data:`CHANGES_KEPT` changes."""
+        if version < self._changes_base:
+            return None
+        return self._changes[version - self._changes_base :]
 
     def frozen_refusals(self) -> dict[str, str]:
         """``refusals`` as of this version: a copy made once per version, so that what a
@@ -240,6 +258,12 @@ class NodeView:
 
     def drop(self, name: str) -> None:
         self.version += 1
+        changes = self._changes
+        changes.append(name)
+        if len(changes) > CHANGES_KEPT:
+            half = len(changes) // 2
+            del changes[:half]
+            self._changes_base += half
         reason = self.reasons.get(name)
         if reason is not None:
             left = self.reason_counts[reason] - 1

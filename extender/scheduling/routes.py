@@ -29,6 +29,7 @@ from extender.scheduling.wire import (
     PREEMPTION_DECODER,
     ExtenderArgs,
     FilterResult,
+    InvalidNodeNames,
     encode_filter_result,
 )
 from shared.errors import LoadschedError
@@ -82,9 +83,9 @@ def _args(body: bytes) -> ExtenderArgs:
         raise BadRequest(400, f"invalid request body: {e}") from e
     if args.Pod is None:
         raise BadRequest(400, "invalid request body: Pod is required - at `$.Pod`")
-    if args.Nodes is None and args.NodeNames is None:
+    if args.Nodes is None and not args.names_only:
         raise BadRequest(400, "invalid request body: one of Nodes or NodeNames is required")
-    if args.Nodes is not None and args.NodeNames is not None:
+    if args.Nodes is not None and args.names_only:
         raise BadRequest(400, "invalid request body: send Nodes or NodeNames, not both")
     return args
 
@@ -156,7 +157,7 @@ class SchedulerVerbs:
         assert args.Pod is not None
         try:
             return 200, await self._state.extender.filter_recorded(args.Pod, args)
-        except (InvalidNode, InvalidPod) as e:
+        except (InvalidNode, InvalidNodeNames, InvalidPod) as e:
             raise BadRequest(400, f"invalid request body: {e}") from e
         except NamesOnlyUnavailable as e:
             # kube-scheduler logs the Error field of a filter answer.
@@ -177,7 +178,7 @@ class SchedulerVerbs:
         assert args.Pod is not None
         try:
             return 200, self._state.extender.prioritize(args.Pod, args)
-        except InvalidNode as e:
+        except (InvalidNode, InvalidNodeNames) as e:
             raise BadRequest(400, f"invalid request body: {e}") from e
         except NamesOnlyUnavailable as e:
             # kube-scheduler drops prioritize errors silently: say it here.

@@ -38,6 +38,7 @@ from extender.scheduling.wire import (
     PodInfo,
     PreemptionArgs,
     PreemptionResult,
+    node_names,
 )
 from shared.errors import LoadschedError
 from shared.load_model import (
@@ -107,6 +108,57 @@ class AnswerMemo(Generic[K, A]):
         self._answers[key] = answer
 
 
+class _Window(Generic[A]):
+    __slots__ = ("answer", "names", "nodes", "version")
+
+    def __init__(self, version: int, names: list[str], answer: A) -> None:
+        self.version = version
+        self.names = names
+        self.nodes: frozenset[str] | None = None
+        self.answer = answer
+
+
+class WindowMemo(Generic[A]):
+    """Names-only answers by the node names asked about, exactly as sent (the bytes of
+    ``NodeNames``), kept while the node view changes none of those nodes.
+
+    kube-scheduler asks about a window of nodes at a time and moves it along the cluster pod
+    after pod, so the same windows come back again and again; meanwhile the annotator rewrites
+    a few nodes a second (at 5,000 nodes and crane's 3-minute period, 28 a second), so a
+    view version rarely lasts from one pod to the next. An answer kept here is checked against
+    the nodes changed since it was computed (:meth:`NodeView.changed_since`), in proportion to
+    those changes, not to the nodes asked about; the first check makes the window's set of
+    names. The least recently used window goes first when full."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._size = size
+        self._windows: dict[Hashable, _Window[A]] = {}
+
+    def get(self, view: NodeView, key: Hashable) -> A | None:
+        windows = self._windows
+        window = windows.pop(key, None)
+        if window is None:
+            return None
+        if window.version != view.version:
+            changed = view.changed_since(window.version)
+            if changed is None:
+                return None
+            if window.nodes is None:
+                window.nodes = frozenset(window.names)
+            if not window.nodes.isdisjoint(changed):
+                return None
+            window.version = view.version
+        windows[key] = window
+        return window.answer
+
+    def put(self, view: NodeView, key: Hashable, names: list[str], answer: A) -> None:
+        """Keep ``answer``, computed from ``view`` as it is now for ``names``."""
+        windows = self._windows
+        if len(windows) >= self._size and key not in windows:
+            del windows[next(iter(windows))]
+        windows[key] = _Window(view.version, names, answer)
+
+
 class _Filtered(NamedTuple):
     answer: msgspec.Raw
     tally: _Tally
@@ -134,6 +186,8 @@ class LoadAwareExtender:
         self._quota = quota
         self._memo = RequestMemo(rules)
         self._scored = AnswerMemo[tuple[frozenset[str], PodDemand], msgspec.Raw]()
+        self._filtered = WindowMemo[_Filtered]()
+        self._prioritized = WindowMemo[msgspec.Raw]()
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
         """Full-node mode: (name, verdict, raw item) per node, in request order."""
@@ -155,6 +209,13 @@ class LoadAwareExtender:
             raise NamesOnlyUnavailable(NamesOnlyUnavailable.MESSAGE)
         return self._cache.view(now)
 
+    def _names_view(self, asked: msgspec.Raw, now: datetime) -> NodeView:
+        """:meth:`_view` for a names-only request; without a node cache, names that are not a
+        list of strings are answered as such first (:class:`InvalidNodeNames`)."""
+        if self._cache is None:
+            node_names(asked)
+        return self._view(now)
+
     def filter(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult | msgspec.Raw:
         """Reject every node for a pod its namespace's elastic quota refuses; else reject
         overloaded nodes (and, failClosed, unknown ones); count what was unknown."""
@@ -171,7 +232,7 @@ class LoadAwareExtender:
         now = self._clock()
         check = not pod.is_daemonset_pod
         answer: FilterResult | msgspec.Raw
-        if args.NodeNames is not None:
+        if args.names_only:
             answer, tally, passes = self._filter_names(args.NodeNames, now, check=check)
         else:
             tally = _Tally(self._rules.fail_closed, check=check)
@@ -217,24 +278,34 @@ class LoadAwareExtender:
             self._requeue.refused_pod(pod, request, self._clock().timestamp())
         return self._refuse_all(args, decision.message, decision.preemption_may_help)
 
-    def _filter_names(self, names: list[str], now: datetime, *, check: bool) -> _Filtered:
-        """A names-only filter answer, encoded, with its tally: a few passes over ``names``
-        in C against the view's per-node indexes (:class:`NodeView`), whatever changed."""
-        view = self._view(now)
+    def _filter_names(self, asked: msgspec.Raw, now: datetime, *, check: bool) -> _Filtered:
+        """A names-only filter answer, encoded, with its tally: the one kept for these names
+        (:class:`WindowMemo`), else made from the view's per-node indexes in a few passes over
+        the names in C (:meth:`_Tally.judge_all`)."""
+        view = self._names_view(asked, now)
+        key = (bytes(asked), check)
+        kept = self._filtered.get(view, key)
+        if kept is not None:
+            self._metrics.filter_kept.inc()
+            return kept
+        names = node_names(asked)
         tally = _Tally(self._rules.fail_closed, check=check)
         passing = tally.judge_all(names, view)
         result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.rejected)
-        return _Filtered(msgspec.Raw(ENCODER.encode(result)), tally, bool(passing))
+        answer, passes = ENCODER.encode(result), bool(passing)
+        filtered = _Filtered(msgspec.Raw(answer), tally, passes)
+        self._filtered.put(view, key, names, filtered)
+        return filtered
 
     def _refuse_all(self, args: ExtenderArgs, message: str, preemptible: bool) -> FilterResult:
-        if args.NodeNames is not None:
-            names = args.NodeNames
+        if args.names_only:
+            names = node_names(args.NodeNames)
         else:
             names = [name for name, _, _ in self._full_nodes(args, self._clock())]
         failed = dict.fromkeys(names, message)
         return FilterResult(
-            NodeNames=[] if args.NodeNames is not None else None,
-            Nodes=None if args.NodeNames is not None else NodeList(items=[]),
+            NodeNames=[] if args.names_only else None,
+            Nodes=None if args.names_only else NodeList(items=[]),
             FailedNodes=failed if preemptible else {},
             FailedAndUnresolvableNodes={} if preemptible else failed,
         )
@@ -247,19 +318,25 @@ class LoadAwareExtender:
         now = self._clock()
         rules = self._rules
         demand = demand_of(pod, rules) if rules.strategy_metrics else None
-        if args.NodeNames is None:
+        if not args.names_only:
             rows = self._full_nodes(args, now)
             raw = [node_score(verdict, demand, rules) for _, verdict, _ in rows]
             scores = scaled(raw, normalize=rules.normalize)
             return [HostPriority(row[0], score) for row, score in zip(rows, scores, strict=True)]
-        names = args.NodeNames
-        view = self._view(now)
+        view = self._names_view(args.NodeNames, now)
         if demand is not None:
-            found = self._scored_for(names, demand, view)
-        elif rules.normalize:
-            found = _join_normalized(names, view)
+            found = self._scored_for(node_names(args.NodeNames), demand, view)
         else:
-            found = _join_scores(names, view)
+            key = bytes(args.NodeNames)
+            kept = self._prioritized.get(view, key)
+            if kept is not None:
+                self._metrics.prioritize_kept.inc()
+            else:
+                names = node_names(args.NodeNames)
+                join = _join_normalized if rules.normalize else _join_scores
+                kept = join(names, view)
+                self._prioritized.put(view, key, names, kept)
+            found = kept
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("pod/%s: scores %s", pod.key, bytes(found)[:400].decode(errors="replace"))
         return found

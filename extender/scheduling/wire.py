@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
+from shared.errors import LoadschedError
 from shared.kube.meta import NodeMeta as NodeMeta
 from shared.kube.meta import PodMeta
 from shared.nodes import NODE_DECODER as NODE_DECODER
@@ -25,13 +26,44 @@ class NodeList(msgspec.Struct, gc=False):
     items: list[msgspec.Raw] | None = None
 
 
+NULL = msgspec.Raw(b"null")
+
+
 class ExtenderArgs(msgspec.Struct, gc=False):
     """Body of ``/filter`` and ``/prioritize``: ``Nodes`` is null in names-only mode
-    (``nodeCacheCapable: true``), ``NodeNames`` is null otherwise."""
+    (``nodeCacheCapable: true``), ``NodeNames`` is null otherwise.
+
+    ``NodeNames`` is kept as sent, JSON: kube-scheduler asks about the same windows of nodes pod
+    after pod, so those bytes are the key of the answers kept for them
+    (:class:`extender.scheduling.verbs.WindowMemo`), and the names are decoded
+    (:func:`node_names`) only when an answer is computed."""
 
     Pod: PodInfo | None = None
     Nodes: NodeList | None = None
-    NodeNames: list[str] | None = None
+    NodeNames: msgspec.Raw = NULL
+
+    @property
+    def names_only(self) -> bool:
+        """``NodeNames`` is not null."""
+        return self.NodeNames != NULL
+
+
+class InvalidNodeNames(LoadschedError):
+    """``NodeNames`` is not a list of strings: the message names where, like msgspec's."""
+
+
+_NAMES_DECODER = msgspec.json.Decoder(list[str])
+
+
+def node_names(raw: msgspec.Raw) -> list[str]:
+    """The names of a request's ``NodeNames`` (not null)."""
+    try:
+        return _NAMES_DECODER.decode(raw)
+    except msgspec.DecodeError as e:
+        detail = str(e).replace("- at `$", "- at `$.NodeNames", 1)
+        if "- at `$" not in detail:
+            detail += " - at `$.NodeNames`"
+        raise InvalidNodeNames(detail) from e
 
 
 class FilterResult(msgspec.Struct, gc=False):

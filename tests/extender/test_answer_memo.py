@@ -6,6 +6,8 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
+
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import NodeLoadCache
 from extender.scheduling.verbs import AnswerMemo, LoadAwareExtender
@@ -171,3 +173,73 @@ def test_rejections_taken_whole_from_the_view_equal_those_judged_name_by_name(
         assert dict(decide.view(NOW).reason_counts) == per_name(decide, names)[1]
     assert kept == {f"n{i}": handed[f"n{i}"] for i in (0, 3, 6, 9)}
     assert handed.keys() == {"n0", "n3", "n6", "n9"}, "what was handed out did not change"
+
+
+def raw_filter(decide: LoadAwareExtender, names: list[str]) -> bytes:
+    args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(names)))
+    assert args.Pod is not None
+    answer = decide.filter(args.Pod, args)
+    assert isinstance(answer, msgspec.Raw)
+    return bytes(answer)
+
+
+def test_an_answer_is_kept_while_no_node_asked_about_changes(rules: LoadRules) -> None:
+    """kube-scheduler's windows of nodes: the answer for a window is the same object while
+    only other nodes change, a new one once a node in it changes or goes stale, and the
+    counts by reason are reported for every request."""
+    nodes = [node(f"n{i}", 0.9 if i % 4 == 0 else 0.3) for i in range(20)]
+    decide, cache, clock = extender(rules, nodes)
+    window, other = [f"n{i}" for i in range(10)], [f"n{i}" for i in range(10, 20)]
+    first = raw_filter(decide, window)
+    scored = ask(decide, "prioritize", window)
+    kept = decide._filtered.get(decide.view(NOW), (payloads.encode(window), True))  # noqa: SLF001
+    assert kept is not None
+    before = filtered_total(decide)
+    for i in range(10, 20):
+        cache.apply("MODIFIED", node(f"n{i}", 0.95))
+        assert decide._filtered.get(decide.view(NOW), (payloads.encode(window), True)) is kept  # noqa: SLF001
+        assert raw_filter(decide, window) == first
+        assert ask(decide, "prioritize", window) == scored
+    assert filtered_total(decide) - before == 10 * 3  # n0, n4, n8 rejected, every request
+    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+    for verb in ("filter", "prioritize"):
+        kept_total = registry.get_sample_value(
+            "loadsched_extender_answers_kept_total", {"verb": verb}
+        )
+        assert kept_total == 10
+    assert ask(decide, "filter", other)["NodeNames"] == []
+    cache.apply("MODIFIED", node("n1", 0.95))
+    assert "n1" in json.loads(raw_filter(decide, window))["FailedAndUnresolvableNodes"]
+    assert ask(decide, "prioritize", window) != scored
+    clock.now = NOW + timedelta(minutes=9)  # every value stale: each node re-evaluated
+    assert sorted(json.loads(raw_filter(decide, window))["NodeNames"]) == sorted(window)
+
+
+def test_a_kept_answer_older_than_the_changes_named_is_computed_again(rules: LoadRules) -> None:
+    from extender.scheduling.node_view import CHANGES_KEPT  # noqa: PLC0415
+
+    decide, cache, _ = extender(rules, [node("a", 0.3), node("b", 0.3)])
+    assert ask(decide, "filter", ["a"])["NodeNames"] == ["a"]
+    for i in range(CHANGES_KEPT + 1):  # b alone changes, more often than the view names back
+        cache.apply("MODIFIED", node("b", 0.3 + (i % 2) / 10))
+        decide.view(NOW)
+    view = decide.view(NOW)
+    assert view.changed_since(0) is None
+    assert decide._filtered.get(view, (payloads.encode(["a"]), True)) is None  # noqa: SLF001
+    cache.apply("MODIFIED", node("a", 0.95))
+    assert ask(decide, "filter", ["a"])["NodeNames"] == []
+
+
+def test_window_memo_drops_the_least_recently_used_window() -> None:
+    from extender.scheduling.node_view import NodeView  # noqa: PLC0415
+    from extender.scheduling.verbs import WindowMemo  # noqa: PLC0415
+
+    view = NodeView()
+    memo = WindowMemo[int](size=2)
+    memo.put(view, "x", ["a"], 1)
+    memo.put(view, "y", ["b"], 2)
+    assert memo.get(view, "x") == 1  # x used last
+    memo.put(view, "z", ["c"], 3)
+    assert (memo.get(view, "x"), memo.get(view, "y"), memo.get(view, "z")) == (1, None, 3)
+    view.drop("c")
+    assert (memo.get(view, "x"), memo.get(view, "z")) == (1, None)

@@ -12,7 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.scheduling.wire import ARGS_DECODER, NODE_DECODER, PREEMPTION_DECODER
+from extender.scheduling.wire import (
+    ARGS_DECODER,
+    NODE_DECODER,
+    PREEMPTION_DECODER,
+)
+from extender.scheduling.wire import (
+    node_names as decode_node_names,
+)
 from sandbox.build import MATRIX_VERSIONS, kube_version
 from sandbox.capture import BODY_NAMES, FIXTURES, fixture_dir, read_fixtures
 from shared.load_model import MAX_EXTENDER_SCORE, LoadRules
@@ -125,7 +132,7 @@ def test_bodies_decode_through_the_wire_types(version: str) -> None:
         args = ARGS_DECODER.decode(raw)
         assert args.Pod is not None and args.Pod.metadata.name == pod["name"]
         if name.endswith("names"):
-            assert args.NodeNames == as_json["NodeNames"]
+            assert args.names_only and decode_node_names(args.NodeNames) == as_json["NodeNames"]
         else:
             assert args.Nodes is not None and args.Nodes.items is not None
             decoded = [NODE_DECODER.decode(item) for item in args.Nodes.items]
