@@ -54,7 +54,8 @@ class ExtenderMetrics:
             "loadsched_extender_answers_kept_total",
             "Names-only filter and prioritize answers served as kept for the same node names, "
             "none of whose nodes changed since (kube-scheduler asks about the same windows of "
-            "nodes pod after pod); the rest were computed.",
+            "nodes pod after pod; filter prepares the prioritize answer for the nodes it "
+            "passes); the rest were computed.",
             ["verb"],
             registry=self.registry,
         )

@@ -295,7 +295,18 @@ class LoadAwareExtender:
         answer, passes = ENCODER.encode(result), bool(passing)
         filtered = _Filtered(msgspec.Raw(answer), tally, passes)
         self._filtered.put(view, key, names, filtered)
+        if passes and not self._rules.strategy_metrics:
+            # kube-scheduler's prioritize call for this pod names exactly the nodes passed, in
+            # this order, encoded as msgspec encodes them (node names need no escaping): its
+            # answer is prepared now, while these names' hashes and entries are at hand.
+            self._prioritized.put(
+                view, ENCODER.encode(passing), passing, self._scores(passing, view)
+            )
         return filtered
+
+    def _scores(self, names: list[str], view: NodeView) -> msgspec.Raw:
+        """The pod-independent prioritize answer for ``names``."""
+        return _join_normalized(names, view) if self._rules.normalize else _join_scores(names, view)
 
     def _refuse_all(self, args: ExtenderArgs, message: str, preemptible: bool) -> FilterResult:
         if args.names_only:
@@ -333,8 +344,7 @@ class LoadAwareExtender:
                 self._metrics.prioritize_kept.inc()
             else:
                 names = node_names(args.NodeNames)
-                join = _join_normalized if rules.normalize else _join_scores
-                kept = join(names, view)
+                kept = self._scores(names, view)
                 self._prioritized.put(view, key, names, kept)
             found = kept
         if logger.isEnabledFor(logging.DEBUG):

@@ -243,3 +243,28 @@ def test_window_memo_drops_the_least_recently_used_window() -> None:
     assert (memo.get(view, "x"), memo.get(view, "y"), memo.get(view, "z")) == (1, None, 3)
     view.drop("c")
     assert (memo.get(view, "x"), memo.get(view, "z")) == (1, None)
+
+
+def test_filter_prepares_the_prioritize_answer_for_the_nodes_it_passes(rules: LoadRules) -> None:
+    """kube-scheduler's prioritize call names exactly the nodes filter passed, in its order:
+    that answer is ready (counted as kept), equal to one computed afresh, and a node changing
+    in between is seen."""
+    nodes = [node(f"n{i}", 0.9 if i % 3 == 0 else 0.2 + i / 100) for i in range(12)]
+    decide, cache, _ = extender(rules, nodes)
+    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+
+    def kept() -> float:
+        labels = {"verb": "prioritize"}
+        return registry.get_sample_value("loadsched_extender_answers_kept_total", labels) or 0.0
+
+    passed = ask(decide, "filter", [n.metadata.name for n in nodes])["NodeNames"]
+    assert passed == [f"n{i}" for i in range(12) if i % 3]
+    scores = ask(decide, "prioritize", passed)
+    assert kept() == 1
+    fresh, _, _ = extender(rules, nodes)
+    assert scores == ask(fresh, "prioritize", passed)
+    ask(decide, "filter", [n.metadata.name for n in nodes])
+    cache.apply("MODIFIED", node("n1", 0.2, hot=5))
+    changed = ask(decide, "prioritize", passed)
+    assert kept() == 1
+    assert changed != scores
