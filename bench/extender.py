@@ -174,7 +174,9 @@ def server_ms(response: httpx.Response) -> float:
 
 
 def measure(client: httpx.Client, bodies: list[bytes], rounds: int) -> dict[str, list[float]]:
-    """Filter + prioritize ``rounds`` times, cycling through ``bodies``."""
+    """Filter + prioritize ``rounds`` times, cycling through ``bodies``. As kube-scheduler
+    does, a names-only prioritize names the nodes that filter passed, in its order (its body
+    made once per distinct filter answer, outside the timings)."""
     samples: dict[str, list[float]] = {
         "filter": [],
         "prioritize": [],
@@ -182,12 +184,21 @@ def measure(client: httpx.Client, bodies: list[bytes], rounds: int) -> dict[str,
         "round trip": [],
     }
     headers = {"Content-Type": "application/json"}
+    passed: dict[bytes, bytes] = {}
     for i in range(rounds + 3):
         body = bodies[i % len(bodies)]
         started = time.perf_counter()
         filtered = client.post("/filter", content=body, headers=headers)
-        scored = client.post("/prioritize", content=body, headers=headers)
-        elapsed = (time.perf_counter() - started) * 1000
+        elapsed = time.perf_counter() - started
+        asked = passed.get(filtered.content, body)
+        if asked is body and b'"NodeNames":[' in filtered.content:
+            if len(passed) > 64:
+                passed.clear()
+            names = filtered.json()["NodeNames"]
+            asked = passed[filtered.content] = payloads.encode(payloads.names_args(names))
+        started = time.perf_counter()
+        scored = client.post("/prioritize", content=asked, headers=headers)
+        elapsed = (elapsed + time.perf_counter() - started) * 1000
         f_ms, p_ms = server_ms(filtered), server_ms(scored)
         if i < 3:
             continue  # warm-up

@@ -437,6 +437,7 @@ def create_app(
             node_cache=node_cache,
             quota=quota,
             requeue=tracker,
+            defer=lambda call: asyncio.get_running_loop().call_soon(call),
         ),
         node_cache=node_cache,
     )

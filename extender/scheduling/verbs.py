@@ -7,9 +7,11 @@ measured usage, so kube-scheduler must not try.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter as Tally
 from collections.abc import Callable, Hashable
 from datetime import datetime
+from functools import partial
 from itertools import chain, compress, filterfalse, repeat
 from operator import add, itemgetter, not_
 from typing import Generic, NamedTuple, TypeVar
@@ -128,7 +130,8 @@ class WindowMemo(Generic[A]):
     view version rarely lasts from one pod to the next. An answer kept here is checked against
     the nodes changed since it was computed (:meth:`NodeView.changed_since`), in proportion to
     those changes, not to the nodes asked about; the first check makes the window's set of
-    names. The least recently used window goes first when full."""
+    names, and is not made when the changes have most likely touched the window (a window of
+    every node, or many changes). The least recently used window goes first when full."""
 
     def __init__(self, size: int = 32) -> None:
         self._size = size
@@ -141,7 +144,7 @@ class WindowMemo(Generic[A]):
             return None
         if window.version != view.version:
             changed = view.changed_since(window.version)
-            if changed is None:
+            if changed is None or _likely_touched(len(window.names), len(changed), view):
                 return None
             if window.nodes is None:
                 window.nodes = frozenset(window.names)
@@ -157,6 +160,23 @@ class WindowMemo(Generic[A]):
         if len(windows) >= self._size and key not in windows:
             del windows[next(iter(windows))]
         windows[key] = _Window(view.version, names, answer)
+
+
+def _likely_touched(asked: int, changes: int, view: NodeView) -> bool:
+    """Whether ``changes`` node changes, spread over the view, have most likely touched a
+    window of ``asked`` nodes (below a one-in-ten chance of none): checking would cost a set
+    of the window's names for an answer most likely to be computed anyway."""
+    cluster = len(view.verdicts)
+    if asked >= cluster:
+        return True
+    return changes * math.log1p(-asked / cluster) < _UNTOUCHED_AT_LEAST
+
+
+_UNTOUCHED_AT_LEAST = math.log(0.1)
+
+
+def _now(call: Callable[[], None]) -> None:
+    call()
 
 
 class _Filtered(NamedTuple):
@@ -175,7 +195,11 @@ class LoadAwareExtender:
         node_cache: NodeLoadCache | None,
         quota: QuotaGate | None = None,
         requeue: RequeueTracker | None = None,
+        defer: Callable[[Callable[[], None]], object] | None = None,
     ) -> None:
+        self._defer = defer or _now
+        """Runs work a request's answer does not wait for: at once by default; the served app
+        passes the event loop's ``call_soon``, so it runs once the answer is written."""
         self.binder = Binder(node_cache.placements if node_cache is not None else None)
         """The bind verb (``bindVerb: bind``), fed the pods filter and prioritize see."""
         self._rules = rules
@@ -298,11 +322,18 @@ class LoadAwareExtender:
         if passes and not self._rules.strategy_metrics:
             # kube-scheduler's prioritize call for this pod names exactly the nodes passed, in
             # this order, encoded as msgspec encodes them (node names need no escaping): its
-            # answer is prepared now, while these names' hashes and entries are at hand.
-            self._prioritized.put(
-                view, ENCODER.encode(passing), passing, self._scores(passing, view)
-            )
+            # answer is prepared once this one is written, while kube-scheduler reads it.
+            self._defer(partial(self._prepare_scores, passing))
         return filtered
+
+    def _prepare_scores(self, names: list[str]) -> None:
+        """Keep the pod-independent prioritize answer for ``names``, from the view as it is
+        now."""
+        try:
+            view = self._view(self._clock())
+            self._prioritized.put(view, ENCODER.encode(names), names, self._scores(names, view))
+        except Exception:  # a deferred call has no caller to raise to
+            logger.exception("preparing a prioritize answer")
 
     def _scores(self, names: list[str], view: NodeView) -> msgspec.Raw:
         """The pod-independent prioritize answer for ``names``."""

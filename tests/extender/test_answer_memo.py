@@ -235,6 +235,7 @@ def test_window_memo_drops_the_least_recently_used_window() -> None:
     from extender.scheduling.verbs import WindowMemo  # noqa: PLC0415
 
     view = NodeView()
+    view.verdicts.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyz"))  # type: ignore[arg-type]
     memo = WindowMemo[int](size=2)
     memo.put(view, "x", ["a"], 1)
     memo.put(view, "y", ["b"], 2)
@@ -268,3 +269,24 @@ def test_filter_prepares_the_prioritize_answer_for_the_nodes_it_passes(rules: Lo
     changed = ask(decide, "prioritize", passed)
     assert kept() == 1
     assert changed != scores
+
+
+def test_a_window_most_likely_touched_by_the_changes_is_not_checked() -> None:
+    """Checking a kept answer needs a set of the window's names: not made when the changes
+    have most likely touched the window (nine in ten or more), however they fell."""
+    from extender.scheduling.node_view import NodeView  # noqa: PLC0415
+    from extender.scheduling.verbs import WindowMemo  # noqa: PLC0415
+
+    view = NodeView()
+    view.verdicts.update({f"n{i}": None for i in range(100)})  # type: ignore[misc]
+    memo = WindowMemo[int]()
+    small, large = [f"n{i}" for i in range(5)], [f"n{i}" for i in range(50)]
+    memo.put(view, "small", small, 1)
+    memo.put(view, "large", large, 2)
+    for i in range(4):  # outside both windows
+        view.drop(f"n{99 - i}")
+    assert memo.get(view, "small") == 1  # 4 changes: a 5-node window likely untouched
+    assert memo.get(view, "large") is None  # 4 changes over half the nodes: likely touched
+    memo.put(view, "all", [f"n{i}" for i in range(100)], 3)
+    view.drop("n98")
+    assert memo.get(view, "all") is None

@@ -183,6 +183,15 @@ async def test_names_only_from_the_watch_cache(
     metrics = (await client.get("/metrics")).text
     assert "loadsched_extender_node_cache_nodes 3.0" in metrics
     assert "loadsched_extender_uncached_nodes_total 1.0" in metrics
+    # kube-scheduler's prioritize names the nodes filter passed, in its order: that answer was
+    # prepared once the filter answer was written
+    passed = (await post(client, "filter", payloads.names_args(["n1", "n2", "n3"])))["NodeNames"]
+    assert passed == ["n1", "n3"]
+    await anyio.sleep(0)  # a served request arrives as I/O, after the loop's ready calls
+    prepared = await post(client, "prioritize", payloads.names_args(passed))
+    assert prepared == [{"Host": "n1", "Score": 8}, {"Host": "n3", "Score": 3}]
+    metrics = (await client.get("/metrics")).text
+    assert 'loadsched_extender_answers_kept_total{verb="prioritize"} 1.0' in metrics
 
 
 async def test_both_modes_agree(make_client: ClientFactory, rules: LoadRules) -> None:
