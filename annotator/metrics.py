@@ -149,6 +149,12 @@ class AnnotatorMetrics:
                 gauge.labels(*labels).set(value)
         self._quota_exported = series
 
+    def clear_round_gauges(self) -> None:
+        """A replica that stops leading exports no last-round figures (nodes matched and
+        unmatched, series unmatched): they would go stale beside the new leader's."""
+        for gauge in (self.nodes_matched, self.nodes_unmatched, self.series_unmatched):
+            gauge.clear()
+
     def clear_leader_only(self) -> None:
         """A replica that stops leading exports none of the quota controller's values: they
         would go stale while the new leader's move on."""

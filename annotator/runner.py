@@ -148,10 +148,14 @@ class Runner:
                 await self.sync.sync_hot_values()  # the periodic refresh of non-zero values
 
     async def run(self) -> None:
-        """All loops until cancelled; a failing loop is logged and restarted, never dropped."""
-        async with asyncio.TaskGroup() as group:
-            for factory in (self.metric_loop, self.new_node_loop, self.hot_loop):
-                group.create_task(_forever(factory), name=factory.__name__)
+        """All loops until cancelled (leadership lost); a failing loop is logged and
+        restarted, never dropped. Once cancelled, the last round's figures are not exported."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                for factory in (self.metric_loop, self.new_node_loop, self.hot_loop):
+                    group.create_task(_forever(factory), name=factory.__name__)
+        finally:
+            self.sync.stopped_leading()
 
 
 async def _forever(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -145,6 +145,10 @@ class AnnotationSync:
         self._round_done("metrics", started, every_node=only is None)
         return report
 
+    def stopped_leading(self) -> None:
+        """The loops stopped (leadership lost): export no last-round figures."""
+        self._metrics.clear_round_gauges()
+
     def hot_values(self, nodes: Collection[str], now: datetime) -> dict[str, str]:
         """Encoded hot values for ``nodes`` that have bindings or were last written non-zero."""
         out: dict[str, str] = {}

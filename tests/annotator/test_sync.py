@@ -320,3 +320,22 @@ async def test_hot_loop_writes_soon_after_bindings() -> None:
     assert h.api.patches == [
         ("n3", {"metadata": {"annotations": {"node_hot_value": f"1,{STAMP}"}}})
     ]
+
+
+async def test_a_replica_that_stops_leading_exports_no_last_round_figures() -> None:
+    h = Harness(DEFAULT, ALL)
+    runner = Runner(h.sync, METRICS)
+    task = asyncio.create_task(runner.run())
+    text = h.metrics.registry.get_sample_value
+    labels = {"metric": "cpu_usage_avg_5m"}
+    for _ in range(200):
+        if text("loadsched_annotator_nodes_matched", labels) is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert text("loadsched_annotator_nodes_matched", labels) == 2
+    assert text("loadsched_annotator_series_unmatched", labels) == 1
+    task.cancel()  # leadership lost
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for name in ("nodes_matched", "nodes_unmatched", "series_unmatched"):
+        assert text(f"loadsched_annotator_{name}", labels) is None
