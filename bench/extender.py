@@ -236,7 +236,9 @@ def measure_decisions(nodes: list[dict[str, object]], rounds: int) -> None:
     print()
     print(
         f"names-only decision in-process at {len(nodes)} nodes, a node set not asked about lately "
-        f"every call, so no answer is kept (decode + decide + encode, ms, {rounds} calls)"
+        f"every call, so no answer is kept (decode + decide + encode, ms, {rounds} calls; filter "
+        f"includes preparing the prioritize answer, which the served extender does after "
+        f"writing the filter answer)"
     )
     for normalize in ("none", "minMax"):
         spec = policy.spec.model_copy(update={"scoring": ScoringPolicy(normalize=normalize)})

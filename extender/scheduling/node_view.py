@@ -173,7 +173,6 @@ class NodeView:
       rejected nodes have each: a request that asks about every rejected node (kube-scheduler
       asks about every node it has not ruled out itself) takes these and ``refusals`` whole.
 
-
     ``clean`` (passing with every value known), ``scores`` and ``refusals`` are the same facts
     for other readers. ``version`` changes with every change, so answers computed from one
     version can be kept until the next (:class:`extender.scheduling.verbs.AnswerMemo`), and

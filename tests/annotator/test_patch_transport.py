@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from annotator.patching import NodePatcher, PatchTransport, kube_client
-from shared.errors import APIUnreachableError
+from shared.errors import APIServerError, APIUnauthorizedError, APIUnreachableError
 from shared.kube.config import KubeEndpoint
 from shared.kube.retrying import RetryPolicy
 
@@ -302,19 +302,19 @@ async def test_node_patcher_retries_a_conflict_and_a_server_error(serve) -> None
     assert len(started.server.received) == 3
 
 
-async def test_node_patcher_raises_the_api_error_it_may_not_retry(serve) -> None:
-    from shared.errors import APIServerError, APIUnauthorizedError
-
-    started = await serve(lambda r: _status(401, "Unauthorized", "token expired"))
+@pytest.mark.parametrize(
+    ("answer", "error", "sent"),
+    [
+        (_status(401, "Unauthorized", "token expired"), APIUnauthorizedError, 1),  # not retried
+        (_status(503, "ServiceUnavailable", "etcd is down"), APIServerError, 3),  # all attempts
+    ],
+)
+async def test_node_patcher_raises_the_api_error_once_it_may_not_retry(
+    serve, answer: bytes, error: type[Exception], sent: int
+) -> None:
+    started = await serve(lambda r: answer)
     async with kube_client(started.endpoint, max_connections=1) as client:
         patcher = NodePatcher(client, retry=RetryPolicy(attempts=3, backoff=0.001))
-        with pytest.raises(APIUnauthorizedError, match="token expired"):
+        with pytest.raises(error, match=json.loads(answer.split(b"\r\n\r\n")[1])["message"]):
             await patcher.patch_annotations("n1", {"cpu": None})
-    assert len(started.server.received) == 1
-
-    failing = await serve(lambda r: _status(503, "ServiceUnavailable", "etcd is down"))
-    async with kube_client(failing.endpoint, max_connections=1) as client:
-        patcher = NodePatcher(client, retry=RetryPolicy(attempts=2, backoff=0.001))
-        with pytest.raises(APIServerError, match="etcd is down"):
-            await patcher.patch_annotations("n1", {"cpu": None})
-    assert len(failing.server.received) == 2
+    assert len(started.server.received) == sent
