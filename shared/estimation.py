@@ -13,6 +13,8 @@ sets the condition) or, for a pod not Ready by then, ``startup`` (default 30 s) 
 
 ``estimate`` is the pod's request × the policy's factor for the resource (Koordinator's
 defaults: 85 % CPU, 70 % memory), or the policy's default for a resource it requests nothing of.
+With ``basis: limit`` (Koordinator's rule) a pod whose limit is above its request is estimated
+from its limit, never above it: a pod allowed to burst is taken to burst.
 Nothing here depends on the time of reading: the value changes only when the node's sample or
 its pods change.
 """
@@ -23,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
+from typing import NamedTuple
 
 from shared.policy import EstimationPolicy, Resource, TargetLoadPacking
 from shared.quantity import parse_quantity
@@ -40,6 +43,10 @@ class Placement:
     """Cores requested (the effective request; 0 when none)."""
     memory: float
     """Bytes requested (0 when none)."""
+    cpu_limit: float = 0.0
+    """Cores the pod is limited to (0 when unbounded)."""
+    memory_limit: float = 0.0
+    """Bytes the pod is limited to (0 when unbounded)."""
     predicted_cpu: float = 0.0
     """Cores Trimaran's TargetLoadPacking predicts the pod uses (limit, else request ×
     multiplier, else its default, per container), when that strategy is configured."""
@@ -56,6 +63,9 @@ class Placement:
 
     def requested(self, resource: Resource) -> float:
         return self.cpu if resource == "cpu" else self.memory
+
+    def limited(self, resource: Resource) -> float:
+        return self.cpu_limit if resource == "cpu" else self.memory_limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +116,34 @@ def _size(resources: Mapping[str, str | int | float] | None, name: str) -> float
 
 
 def pod_estimate(placement: Placement, resource: Resource, policy: EstimationPolicy) -> float:
-    """What the pod is assumed to use of ``resource`` once it runs (cores or bytes)."""
+    """What the pod is assumed to use of ``resource`` once it runs (cores or bytes): its
+    request × the factor; with ``basis: limit``, the larger of its limit and request × the
+    factor, at most the limit; the policy's default when neither is set."""
     requested = placement.requested(resource)
-    if requested > 0:
+    if policy.basis == "limit":
+        limit = placement.limited(resource)
+        base = max(requested, limit)
+        if base > 0:
+            estimate = base * policy.factor_of(resource)
+            return min(estimate, limit) if limit > 0 else estimate
+    elif requested > 0:
         return requested * policy.factor_of(resource)
     return policy.default_of(resource)
+
+
+class Need(NamedTuple):
+    """What a pod is estimated to use once it runs (cores, bytes)."""
+
+    cpu: float
+    memory: float
+
+    def of(self, resource: Resource) -> float:
+        return self.cpu if resource == "cpu" else self.memory
+
+
+def need_of(placement: Placement, policy: EstimationPolicy) -> Need:
+    """:func:`pod_estimate` of both resources."""
+    return Need(pod_estimate(placement, "cpu", policy), pod_estimate(placement, "memory", policy))
 
 
 def uncovered(started_at: datetime, sample_at: datetime, window: timedelta) -> float:

@@ -13,7 +13,11 @@ loadsched's estimation, per-node limits and Trimaran's strategies beside them.
   With ``spec.scoring`` a Trimaran strategy (:mod:`shared.scoring`) gives ``s`` instead; it
   depends on the pod, so the verdict carries its inputs and :func:`pod_score` finishes it.
 - Estimation (``spec.estimation``): ``u`` is the measured value plus the share of the node the
-  sample misses of the pods bound to it (:mod:`shared.estimation`), in filter and score.
+  sample misses of the pods bound to it (:mod:`shared.estimation`), in filter and score. The
+  filter then counts the pod being placed too (as Koordinator's does): a passing node keeps,
+  per resource, the room its tightest predicate leaves (:class:`Room`), and a pod whose
+  estimate is more than that room is refused there (:func:`refusal_for`). The score leaves
+  the pod out: it would add the same to every node of a size.
 - Freshness: :mod:`shared.freshness`.
 
 Time is always passed in (``now``); nothing here reads the clock.
@@ -28,9 +32,15 @@ from datetime import datetime
 from typing import Literal
 
 from shared.annotations import Reading, Sample, Unknown, UnknownReason, decode
-from shared.estimation import NodeSize, Placement, estimated_share
+from shared.estimation import Need, NodeSize, Placement, estimated_share
 from shared.freshness import MAX_CLOCK_SKEW, fresh_value, future_detail
-from shared.policy import HOT_VALUE_ACTIVE_PERIOD, HOT_VALUE_KEY, NODE_LIMITS_KEY, HotValuePolicy
+from shared.policy import (
+    HOT_VALUE_ACTIVE_PERIOD,
+    HOT_VALUE_KEY,
+    NODE_LIMITS_KEY,
+    HotValuePolicy,
+    Resource,
+)
 from shared.rules import LoadRules, MetricRule, decode_limits, ordered_sum
 from shared.strategies import Packed, PodDemand, Risked, strategy_inputs
 
@@ -38,6 +48,7 @@ __all__ = [
     "MAX_CLOCK_SKEW",
     "LoadRules",
     "MetricRule",
+    "Need",
     "PodDemand",
     "fresh_value",
     "future_detail",
@@ -109,6 +120,26 @@ class MetricTerm:
 
 
 @dataclass(frozen=True, slots=True)
+class Room:
+    """What a passing node takes of one resource before its tightest predicate on that
+    resource would reject it (estimation): the pod being placed must fit in it."""
+
+    resource: Resource
+    left: float
+    """Cores or bytes: ``(limit - measured - estimated) × size``."""
+    metric: str
+    measured: float
+    estimated: float
+    limit: float
+    size: float
+    """The node's capacity of the resource, which the metric is a fraction of."""
+
+
+WITH_POD = "overloaded-with-pod"
+"""The reason of a refusal that only the pod being placed causes."""
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """What the extender answers for one node, and until when the answer holds."""
 
@@ -134,6 +165,25 @@ class Verdict:
     limits_error: str | None = None
     placed: int = 0
     """Pods bound to the node that estimation counted."""
+    rooms: tuple[Room, ...] = ()
+    """With estimation, for a passing node: the room left per resource (at most one each)."""
+
+
+def refusal_for(verdict: Verdict, need: Need, node: str) -> tuple[str, tuple[str, str]] | None:
+    """Why a node that passes on its own refuses a pod estimated at ``need``: its message and
+    (metric, :data:`WITH_POD`); ``None`` when the pod fits in every room."""
+    for room in verdict.rooms:
+        brings = need.of(room.resource)
+        if brings > room.left:
+            share = brings / room.size
+            total = room.measured + room.estimated + share
+            return (
+                f"Load[{room.metric}]={total:.5f} of node[{node}] with this pod is above "
+                f"{room.limit:g} ({room.measured:.5f} measured + {room.estimated:.5f} estimated"
+                f" for pods the sample does not show yet + {share:.5f} this pod)",
+                (room.metric, WITH_POD),
+            )
+    return None
 
 
 def node_score(weighted: float, total_weight: float, hot: float) -> int:
@@ -209,9 +259,15 @@ def evaluate(
 
     overload: str | None = None
     reason: tuple[str, str] | None = None
+    rooms: dict[Resource, Room] = {}
     for rule in rules.predicates:
         value, added = read(rule)
         limit = load.limits.get(rule.name, rule.threshold)
+        if estimation is not None and rule.resource and limit and isinstance(value, Sample):
+            room = _room(rule.name, rule.resource, value.value, added, limit, load.size)
+            kept = rooms.get(rule.resource)
+            if room is not None and (kept is None or room.left < kept.left):
+                rooms[rule.resource] = room
         term = _term(rule, "predicate", value, added, limit)
         if rule.name in load.limits:
             term = _with(term, limit_from="node")
@@ -269,7 +325,18 @@ def evaluate(
         strategy=strategy,
         limits_error=load.limits_error,
         placed=len(placed),
+        rooms=tuple(rooms.values()) if overload is None else (),
     )
+
+
+def _room(
+    metric: str, resource: Resource, measured: float, added: float, limit: float, size: NodeSize
+) -> Room | None:
+    capacity = size.capacity(resource)
+    if not capacity or not math.isfinite(measured):
+        return None
+    left = (limit - measured - added) * capacity
+    return Room(resource, left, metric, measured, added, limit, capacity)
 
 
 def _term(

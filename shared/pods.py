@@ -122,6 +122,13 @@ class Pod(msgspec.Struct, gc=False):
             )
         return out
 
+    def limit(self) -> ResourceList:
+        """The most the pod's running containers may use of each resource: the sum of the
+        regular containers' and restartable sidecars' limits, plus the overhead, for a resource
+        every one of them limits (a container without a limit leaves the pod unbounded in it,
+        so the resource is absent). ``ValueError`` names a malformed field."""
+        return pod_limit(self.spec)
+
     def overhead(self) -> ResourceList:
         overhead = self.spec.overhead
         return parse_resources(overhead, where="spec.overhead") if overhead else {}
@@ -141,6 +148,31 @@ def _max(a: Mapping[str, Fraction], b: Mapping[str, Fraction]) -> ResourceList:
         if value > out.get(name, Fraction(0)):
             out[name] = value
     return out
+
+
+def _limits(container: Container, where: str) -> ResourceList:
+    limits = container.resources.limits if container.resources else None
+    return parse_resources(limits, where=where) if limits else {}
+
+
+def pod_limit(spec: PodSpec) -> ResourceList:
+    running = [
+        _limits(c, f"spec.containers[{i}].resources.limits")
+        for i, c in enumerate(spec.containers or ())
+    ]
+    running += [
+        _limits(c, f"spec.initContainers[{i}].resources.limits")
+        for i, c in enumerate(spec.initContainers or ())
+        if c.restartPolicy == "Always"
+    ]
+    if not running:
+        return {}
+    bounded = set(running[0]).intersection(*running[1:])
+    total = add(*({k: v for k, v in limits.items() if k in bounded} for limits in running))
+    if total and spec.overhead:
+        overhead = parse_resources(spec.overhead, where="spec.overhead")
+        total = add(total, {k: v for k, v in overhead.items() if k in total})
+    return {name: value for name, value in total.items() if value}
 
 
 def pod_request(spec: PodSpec) -> ResourceList:

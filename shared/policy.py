@@ -230,6 +230,9 @@ class EstimationPolicy(_Strict):
     default_request: DefaultRequest = Field(default=DefaultRequest(), alias="defaultRequest")
     factor: float | None = Field(default=None, ge=0, le=4, allow_inf_nan=False)
     """Earlier spelling: one factor for every resource (``factors`` wins where both are set)."""
+    basis: Literal["request", "limit"] = "request"
+    """What the factor applies to: the request; or, as Koordinator does, the limit where it is
+    above the request (never estimating more than the limit)."""
     startup: GoDuration = timedelta(seconds=30)
     """How long after binding a pod that is not Ready yet is still taken as not started: its
     window starts at its Ready time, at the latest this long after binding (a pod uses little

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from shared.annotations import Sample, Unknown, parse_timestamp
-from shared.estimation import NodeSize, Placement, predicted_cpu
+from shared.estimation import Need, NodeSize, Placement, need_of, predicted_cpu
 from shared.pods import Pod
 from shared.rules import LoadRules, MetricRule
 from shared.scoring import REPORTING_INTERVAL, ResourceUse, risk_balancing, target_load_packing
@@ -144,14 +144,30 @@ def placement_of(pod: Pod, bound_at: datetime, rules: LoadRules) -> Placement:
         request = pod.request()
     except ValueError:
         request = {}
+    try:
+        limit = pod.limit()
+    except ValueError:
+        limit = {}
     return Placement(
         uid=pod.metadata.uid,
         bound_at=bound_at,
         cpu=float(request.get("cpu", 0)),
         memory=float(request.get("memory", 0)),
+        cpu_limit=float(limit.get("cpu", 0)),
+        memory_limit=float(limit.get("memory", 0)),
         predicted_cpu=demand.predicted_cpu,
         ready_at=ready_time(pod),
     )
+
+
+def pod_need(pod: Pod, rules: LoadRules) -> Need | None:
+    """What estimation takes ``pod`` to use once placed; ``None`` when estimation is off."""
+    if rules.estimation is None:
+        return None
+    return need_of(placement_of(pod, _EPOCH, rules), rules.estimation)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def ready_time(pod: Pod) -> datetime | None:

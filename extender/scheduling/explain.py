@@ -26,7 +26,7 @@ from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity
 from shared.quota import ZERO, QuotaRule, QuotaState
 from shared.rules import LoadRules
-from shared.strategies import PodDemand, demand_of, pod_score
+from shared.strategies import PodDemand, demand_of, pod_need, pod_score
 
 QUOTA_REFUSED = "elasticquota"
 """``rejected_by`` of a node refused because the pod's namespace is over its quota."""
@@ -105,8 +105,18 @@ class QuotaExplanation(BaseModel):
     resources: list[QuotaResource]
 
 
+class PodEstimate(BaseModel):
+    cpu: float = Field(description="cores")
+    memory: float = Field(description="bytes")
+
+
 class Explanation(BaseModel):
     pod: str = Field(description="namespace/name")
+    estimate: PodEstimate | None = Field(
+        default=None,
+        description="what estimation takes the pod to use once placed: a node without that "
+        "much room below a predicate's limit refuses it (absent when estimation is off)",
+    )
     at: datetime = Field(description="the moment the verdicts are for")
     daemonset: bool = Field(description="a DaemonSet pod: load never keeps it off a node")
     fail_closed: bool = Field(description="staleData failClosed: unknown values reject")
@@ -129,6 +139,7 @@ class Explainer:
         demand = demand_of(pod, rules) if rules.strategy_metrics else None
         quota = explain_quota(extender.quota, pod)
         check = not pod.is_daemonset_pod
+        need = pod_need(pod, rules) if check else None
         names = sorted(view.verdicts) if nodes is None else list(dict.fromkeys(nodes))
         finals = scaled(
             [node_score(view.verdicts.get(n), demand, rules) for n in names],
@@ -137,7 +148,7 @@ class Explainer:
         rows = []
         for name, final in zip(names, finals, strict=True):
             verdict = view.verdicts.get(name)
-            refused = refusal(name, verdict, fail_closed=rules.fail_closed, check=check)
+            refused = refusal(name, verdict, fail_closed=rules.fail_closed, check=check, need=need)
             rejected_by, reason = (refused[1][0], refused[0]) if refused else (None, None)
             if not quota.admitted:
                 rejected_by, reason = QUOTA_REFUSED, quota.message
@@ -157,6 +168,7 @@ class Explainer:
         rows.sort(key=lambda r: (not r.passed, -r.score.final, -r.score.score, r.node))
         return Explanation(
             pod=pod.key,
+            estimate=PodEstimate(cpu=need.cpu, memory=need.memory) if need else None,
             at=now,
             daemonset=not check,
             fail_closed=rules.fail_closed,

@@ -33,8 +33,9 @@ class ExtenderMetrics:
         )
         self.nodes_filtered = Counter(
             "loadsched_extender_nodes_filtered_total",
-            "Nodes rejected by filter, by metric and reason "
-            "(overloaded, or why the value was unknown when failClosed).",
+            "Nodes rejected by filter, by metric and reason (overloaded; overloaded-with-pod, "
+            "with estimation, when only the pod's own estimate takes the node past the limit; "
+            "or why the value was unknown when failClosed).",
             ["metric", "reason"],
             registry=self.registry,
         )

@@ -169,6 +169,8 @@ class NodeView:
       ``raw_scores`` its 0..100 score and ``score_prefixes`` its entry up to the score, for
       answers that spread the scores over the nodes asked about (``normalize: minMax``);
     - ``unknowns``: its unknown values, for nodes that have some;
+    - ``cpu_rooms`` and ``memory_rooms``: with estimation, the room a passing node leaves the
+      pod being placed (cores, bytes; :class:`shared.load_model.Room`), for nodes that have one;
     - ``reasons``: the (metric, reason) of each rejected node, and ``reason_counts`` how many
       rejected nodes have each: a request that asks about every rejected node (kube-scheduler
       asks about every node it has not ruled out itself) takes these and ``refusals`` whole.
@@ -185,8 +187,10 @@ class NodeView:
         "_frozen",
         "_frozen_version",
         "clean",
+        "cpu_rooms",
         "encoded_scores",
         "raw_scores",
+        "memory_rooms",
         "reason_counts",
         "reasons",
         "refusals",
@@ -211,6 +215,8 @@ class NodeView:
         self.reasons: dict[str, tuple[str, str]] = {}
         self.reason_counts: Counter[tuple[str, str]] = Counter()
         self.unknowns: dict[str, tuple[tuple[str, str], ...]] = {}
+        self.cpu_rooms: dict[str, float] = {}
+        self.memory_rooms: dict[str, float] = {}
         self._frozen: dict[str, str] = {}
         self._frozen_version = 0
         self._changes: list[str] = []
@@ -252,6 +258,9 @@ class NodeView:
             self.reason_counts[reason] += 1
         if verdict.unknown:
             self.unknowns[name] = verdict.unknown
+        for room in verdict.rooms:
+            rooms = self.cpu_rooms if room.resource == "cpu" else self.memory_rooms
+            rooms[name] = room.left
         if verdict.overload is None and not verdict.unknown:
             self.clean.add(name)
 
@@ -280,6 +289,8 @@ class NodeView:
             self.refusals,
             self.reasons,
             self.unknowns,
+            self.cpu_rooms,
+            self.memory_rooms,
         ):
             index.pop(name, None)
         self.clean.discard(name)

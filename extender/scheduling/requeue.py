@@ -37,10 +37,12 @@ from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.wire import PodInfo
 from shared.annotations import format_timestamp
 from shared.errors import APIError, APIUnreachableError
+from shared.estimation import Need
 from shared.kube import patching
 from shared.kube.paths import NODES
 from shared.kube.requesting import DEFAULT_RETRY
 from shared.kube.retrying import RetryPolicy
+from shared.load_model import WITH_POD, refusal_for
 from shared.policy import HOT_VALUE_KEY
 from shared.quantity import ResourceList
 
@@ -63,7 +65,7 @@ def cause_of(reason: tuple[str, str] | None) -> Cause:
     metric, why = reason
     if why == "not-cached":
         return "node-added"
-    if why == "overloaded":
+    if why in ("overloaded", WITH_POD):
         return "hot-value" if metric == HOT_VALUE_KEY else "load"
     return "stale"
 
@@ -83,8 +85,9 @@ class RequeueTracker:
     epoch, from the extender's clock) is passed in."""
 
     remember_seconds: float = REMEMBER_SECONDS
-    nodes: dict[str, tuple[float, Cause]] = field(default_factory=dict)
-    """Refused node → (remembered until, the cause its passing would be)."""
+    nodes: dict[str, tuple[float, Cause, Need | None]] = field(default_factory=dict)
+    """Refused node → (remembered until, the cause its passing would be, what the smallest pod
+    it refused only for want of room needs: ``None`` when it refused pods on its own)."""
     pods: dict[str, _RefusedPod] = field(default_factory=dict)
     """Pods refused by their elastic quota, by UID."""
     waiting: dict[str, float] = field(default_factory=dict)
@@ -102,8 +105,10 @@ class RequeueTracker:
         rejected: Mapping[str, str],
         reasons: Callable[[str], tuple[str, str] | None],
         now: float,
+        need: Need | None = None,
     ) -> None:
-        """Pod ``uid`` was left with no node: remember it and the nodes refused.
+        """Pod ``uid`` was left with no node: remember it and the nodes refused (a node whose
+        reason is :data:`WITH_POD` refused it only for want of room for ``need``).
         kube-scheduler asks again and again with the same nodes while nothing changes, and the
         extender then hands out the same answer object: its nodes are remembered once, and
         only their time refreshed."""
@@ -117,7 +122,13 @@ class RequeueTracker:
         self._last, self._last_until = rejected, until
         nodes = self.nodes
         for name in rejected:
-            nodes[name] = (until, cause_of(reasons(name)))
+            reason = reasons(name)
+            wanted = need if need is not None and reason and reason[1] == WITH_POD else None
+            if wanted is not None:
+                kept = nodes.get(name)
+                if kept is not None and kept[2] is not None:  # the smallest pod waiting decides
+                    wanted = Need(min(wanted.cpu, kept[2].cpu), min(wanted.memory, kept[2].memory))
+            nodes[name] = (until, cause_of(reason), wanted)
 
     def placed(self, uid: str) -> None:
         """Pod ``uid`` got a node after all (a retry was admitted): it waits no more."""
@@ -148,19 +159,20 @@ class RequeueTracker:
         for name in last:
             entry = nodes.get(name)
             if entry is not None and entry[0] < until:
-                nodes[name] = (until, entry[1])
+                nodes[name] = (until, *entry[1:])
         self._last = None
 
     def transitions(
         self,
         *,
-        passes: Callable[[str], bool],
+        passes: Callable[[str, Need | None], bool],
         admits: Callable[[PodInfo, ResourceList], bool | None],
         now: float,
     ) -> list[tuple[Cause, str | None]]:
         """Forget what expired; return (cause, node) for each refusal that no longer holds
-        (node ``None`` for a pod a quota now admits), each once. ``admits`` answers ``None``
-        for a pod that needs nothing any more (bound meanwhile)."""
+        (``passes(node, need)``: the node would take a pod needing ``need``, or any pod when
+        ``None``; node ``None`` for a pod a quota now admits), each once. ``admits`` answers
+        ``None`` for a pod that needs nothing any more (bound meanwhile)."""
         self._flush_last()
         found: list[tuple[Cause, str | None]] = []
         for uid, until in list(self.waiting.items()):
@@ -168,10 +180,10 @@ class RequeueTracker:
                 del self.waiting[uid]
         if not self.waiting:
             self._forget_nodes()
-        for name, (until, cause) in list(self.nodes.items()):
+        for name, (until, cause, need) in list(self.nodes.items()):
             if until <= now:
                 del self.nodes[name]
-            elif passes(name):
+            elif passes(name, need):
                 del self.nodes[name]
                 found.append((cause, name))
         for uid, refused in list(self.pods.items()):
@@ -233,9 +245,15 @@ class Requeuer:
         if self.tracker:
             refusals, verdicts, fail_closed = view.refusals, view.verdicts, self._fail_closed
 
-            def passes(name: str) -> bool:
-                """Would filter pass ``name`` for an ordinary pod now?"""
-                return name not in refusals and (name in verdicts or not fail_closed)
+            def passes(name: str, need: Need | None) -> bool:
+                """Would filter pass ``name`` now, for a pod needing ``need`` (estimation), or
+                for an ordinary pod?"""
+                if name in refusals:
+                    return False
+                verdict = verdicts.get(name)
+                if verdict is None:
+                    return not fail_closed
+                return need is None or refusal_for(verdict, need, name) is None
 
             found = self.tracker.transitions(passes=passes, admits=self.admits, now=now)
             for cause, _ in found:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter as Tally
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from datetime import datetime
 from functools import partial
 from itertools import chain, compress, filterfalse, repeat
-from operator import add, itemgetter, not_
+from operator import add, and_, ge, itemgetter, not_
 from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
@@ -45,17 +45,22 @@ from extender.scheduling.wire import (
 from shared.errors import LoadschedError
 from shared.load_model import (
     MAX_NODE_SCORE,
+    WITH_POD,
     LoadRules,
+    Need,
     Verdict,
     normalized_table,
+    refusal_for,
     spread_table,
     to_extender_score,
 )
-from shared.strategies import PodDemand, demand_of, pod_score
+from shared.strategies import PodDemand, demand_of, pod_need, pod_score
 
 logger = logging.getLogger(__name__)
 
 NOT_CACHED_CLOSED = "node[{}] is not in the extender's node cache yet; staleData is failClosed"
+_ANY = math.inf
+"""The room of a node without one: any pod fits."""
 
 
 class NamesOnlyUnavailable(LoadschedError):
@@ -255,11 +260,12 @@ class LoadAwareExtender:
                 return self._refuse_all(args, decision.message, decision.preemption_may_help)
         now = self._clock()
         check = not pod.is_daemonset_pod
+        need = pod_need(pod, self._rules) if check else None
         answer: FilterResult | msgspec.Raw
         if args.names_only:
-            answer, tally, passes = self._filter_names(args.NodeNames, now, check=check)
+            answer, tally, passes = self._filter_names(args.NodeNames, now, check=check, need=need)
         else:
-            tally = _Tally(self._rules.fail_closed, check=check)
+            tally = _Tally(self._rules.fail_closed, check=check, need=need)
             rows = self._full_nodes(args, now)
             items = [raw for name, verdict, raw in rows if tally.judge(name, verdict)]
             answer = FilterResult(
@@ -275,8 +281,16 @@ class LoadAwareExtender:
                 requeue.placed(pod.metadata.uid)
             elif tally.rejected:
                 # Left with no node: kube-scheduler retries it only on a cluster event.
-                reasons = self._view(now).reasons.get
-                requeue.refused_nodes(pod.metadata.uid, tally.rejected, reasons, now.timestamp())
+                reasons: Callable[[str], tuple[str, str] | None] = self._view(now).reasons.get
+                if tally.tight:
+                    reasons = partial(_reason, tally.tight, reasons)
+                requeue.refused_nodes(
+                    pod.metadata.uid,
+                    tally.rejected,
+                    reasons,
+                    now.timestamp(),
+                    need if tally.tight else None,
+                )
         if tally.rejected and logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "pod/%s: %d node(s) rejected: %s",
@@ -302,19 +316,24 @@ class LoadAwareExtender:
             self._requeue.refused_pod(pod, request, self._clock().timestamp())
         return self._refuse_all(args, decision.message, decision.preemption_may_help)
 
-    def _filter_names(self, asked: msgspec.Raw, now: datetime, *, check: bool) -> _Filtered:
+    def _filter_names(
+        self, asked: msgspec.Raw, now: datetime, *, check: bool, need: Need | None = None
+    ) -> _Filtered:
         """A names-only filter answer, encoded, with its tally: the one kept for these names
-        (:class:`WindowMemo`), else made from the view's per-node indexes in a few passes over
-        the names in C (:meth:`_Tally.judge_all`)."""
+        and this pod's estimate (:class:`WindowMemo`), else made from the view's per-node
+        indexes in a few passes over the names in C (:meth:`_Tally.judge_all`,
+        :meth:`_Tally.fit_all`)."""
         view = self._names_view(asked, now)
-        key = (bytes(asked), check)
+        key = (bytes(asked), check, need)
         kept = self._filtered.get(view, key)
         if kept is not None:
             self._metrics.filter_kept.inc()
             return kept
         names = node_names(asked)
-        tally = _Tally(self._rules.fail_closed, check=check)
+        tally = _Tally(self._rules.fail_closed, check=check, need=need)
         passing = tally.judge_all(names, view)
+        if need is not None and passing:
+            passing = tally.fit_all(passing, view)
         result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.rejected)
         answer, passes = ENCODER.encode(result), bool(passing)
         filtered = _Filtered(msgspec.Raw(answer), tally, passes)
@@ -434,18 +453,34 @@ class LoadAwareExtender:
 
 
 def refusal(
-    name: str, verdict: Verdict | None, *, fail_closed: bool, check: bool
+    name: str,
+    verdict: Verdict | None,
+    *,
+    fail_closed: bool,
+    check: bool,
+    need: Need | None = None,
 ) -> tuple[str, tuple[str, str]] | None:
     """Why filter rejects node ``name`` (its message and (metric, reason)), or ``None`` when it
     passes: ``verdict`` is ``None`` for a node the cache lacks; ``check`` is false for a
-    DaemonSet pod, which load never keeps off a node."""
+    DaemonSet pod, which load never keeps off a node; ``need`` is the pod's estimate, with
+    estimation (:func:`shared.load_model.refusal_for`)."""
     if not check:
         return None
     if verdict is None:
         return (NOT_CACHED_CLOSED.format(name), ("*", "not-cached")) if fail_closed else None
     if verdict.overload is not None:
         return verdict.overload, verdict.overload_reason or ("*", "overloaded")
+    if need is not None and verdict.rooms:
+        return refusal_for(verdict, need, name)
     return None
+
+
+def _reason(
+    tight: Mapping[str, tuple[str, str]],
+    others: Callable[[str], tuple[str, str] | None],
+    name: str,
+) -> tuple[str, str] | None:
+    return tight.get(name) or others(name)
 
 
 def node_score(verdict: Verdict | None, demand: PodDemand | None, rules: LoadRules) -> int | None:
@@ -469,15 +504,28 @@ def scaled(raw: list[int | None], *, normalize: bool) -> list[int]:
 class _Tally:
     """One filter call's rejections and counts."""
 
-    __slots__ = ("check", "fail_closed", "reasons", "rejected", "uncached", "unknown")
+    __slots__ = (
+        "check",
+        "fail_closed",
+        "need",
+        "reasons",
+        "rejected",
+        "tight",
+        "uncached",
+        "unknown",
+    )
 
-    def __init__(self, fail_closed: bool, *, check: bool) -> None:
+    def __init__(self, fail_closed: bool, *, check: bool, need: Need | None = None) -> None:
         self.fail_closed = fail_closed
         self.check = check
+        self.need = need
+        """The pod's estimate (estimation): a node without room for it refuses it."""
         self.rejected: dict[str, str] = {}
         self.reasons: Tally[tuple[str, str]] = Tally()
         self.unknown: Tally[tuple[str, str]] = Tally()
         self.uncached = 0
+        self.tight: dict[str, tuple[str, str]] = {}
+        """The nodes that refused only for want of room for this pod, and why."""
 
     def judge(self, name: str, verdict: Verdict | None) -> bool:
         """True if the node passes; records why not, and what was unknown."""
@@ -485,12 +533,40 @@ class _Tally:
             self.uncached += 1
         elif verdict.unknown:
             self.unknown.update(verdict.unknown)
-        refused = refusal(name, verdict, fail_closed=self.fail_closed, check=self.check)
+        refused = refusal(
+            name, verdict, fail_closed=self.fail_closed, check=self.check, need=self.need
+        )
         if refused is None:
             return True
         self.rejected[name], reason = refused
         self.reasons[reason] += 1
+        if reason[1] == WITH_POD:
+            self.tight[name] = reason
         return False
+
+    def fit_all(self, names: list[str], view: NodeView) -> list[str]:
+        """Of ``names`` (nodes that pass on their own), those with room for the pod's
+        estimate; records why the others refuse it. The rooms are compared in C."""
+        need = self.need
+        if need is None:
+            return names
+        fits: list[bool] | None = None
+        for rooms, brings in ((view.cpu_rooms, need.cpu), (view.memory_rooms, need.memory)):
+            if rooms:
+                found = list(map(ge, map(rooms.get, names, repeat(_ANY)), repeat(brings)))
+                fits = found if fits is None else list(map(and_, fits, found))
+        if fits is None or all(fits):
+            return names
+        self.rejected = dict(self.rejected)  # it may be the view's own, taken whole
+        self.reasons = Tally(self.reasons)
+        verdicts = view.verdicts
+        for name in compress(names, map(not_, fits)):
+            refused = refusal_for(verdicts[name], need, name)
+            if refused is not None:
+                self.rejected[name], reason = refused
+                self.reasons[reason] += 1
+                self.tight[name] = reason
+        return list(compress(names, fits))
 
     def judge_all(self, names: list[str], view: NodeView) -> list[str]:
         """:meth:`judge` for many names at once, from the view's indexes (names-only mode);

@@ -192,12 +192,12 @@ def test_an_answer_is_kept_while_no_node_asked_about_changes(rules: LoadRules) -
     window, other = [f"n{i}" for i in range(10)], [f"n{i}" for i in range(10, 20)]
     first = raw_filter(decide, window)
     scored = ask(decide, "prioritize", window)
-    kept = decide._filtered.get(decide.view(NOW), (payloads.encode(window), True))  # noqa: SLF001
+    kept = decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None))  # noqa: SLF001
     assert kept is not None
     before = filtered_total(decide)
     for i in range(10, 20):
         cache.apply("MODIFIED", node(f"n{i}", 0.95))
-        assert decide._filtered.get(decide.view(NOW), (payloads.encode(window), True)) is kept  # noqa: SLF001
+        assert decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None)) is kept  # noqa: SLF001
         assert raw_filter(decide, window) == first
         assert ask(decide, "prioritize", window) == scored
     assert filtered_total(decide) - before == 10 * 3  # n0, n4, n8 rejected, every request
@@ -225,7 +225,7 @@ def test_a_kept_answer_older_than_the_changes_named_is_computed_again(rules: Loa
         decide.view(NOW)
     view = decide.view(NOW)
     assert view.changed_since(0) is None
-    assert decide._filtered.get(view, (payloads.encode(["a"]), True)) is None  # noqa: SLF001
+    assert decide._filtered.get(view, (payloads.encode(["a"]), True, None)) is None  # noqa: SLF001
     cache.apply("MODIFIED", node("a", 0.95))
     assert ask(decide, "filter", ["a"])["NodeNames"] == []
 

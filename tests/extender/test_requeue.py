@@ -22,7 +22,9 @@ from extender.scheduling.requeue import (
 from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import ARGS_DECODER, Node, NodeMeta, PodInfo
 from shared.annotations import encode_metric
+from shared.estimation import Need
 from shared.load_model import LoadRules
+from shared.nodes import NodeStatus
 from shared.pods import POD_DECODER
 from shared.policy import default_policy, parse_policy
 from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
@@ -304,10 +306,10 @@ def test_the_tracker_reports_each_refusal_once_and_forgets_placed_pods() -> None
     tracker.refused_nodes("uid-a", {"n1": "x", "n2": "y"}, overloaded, 0)
     pod = msgspec.json.decode(payloads.encode(quota_pod("p", "ns", 1)), type=PodInfo)
     tracker.refused_pod(pod, {}, 0)
-    found = tracker.transitions(passes=lambda n: n == "n1", admits=lambda *_: True, now=1)
+    found = tracker.transitions(passes=lambda n, _: n == "n1", admits=lambda *_: True, now=1)
     assert sorted(found, key=str) == [("load", "n1"), ("quota", None)]
     assert list(tracker.nodes) == ["n2"]
-    assert tracker.transitions(passes=lambda n: n == "n1", admits=lambda *_: True, now=1) == []
+    assert tracker.transitions(passes=lambda n, _: n == "n1", admits=lambda *_: True, now=1) == []
     tracker.placed("uid-a")
     assert not tracker.nodes, "no pod waits on the load filter: its nodes do not matter"
     tracker.placed(pod.metadata.uid)
@@ -338,3 +340,61 @@ async def test_a_transition_found_before_the_pod_was_placed_is_not_written() -> 
     rig.clock.advance(1)
     await rig.step()
     assert len(rig.patches) == 1
+
+
+ESTIMATED = LoadRules.from_policy(
+    parse_policy(
+        {
+            "spec": {
+                "syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m"}],
+                "predicate": [{"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65}],
+                "priority": [{"name": "cpu_usage_avg_5m", "weight": 1}],
+                "estimation": {"enabled": True},
+            }
+        }
+    )
+)
+
+
+def sized(name: str, usage: float) -> Node:
+    """A 4-core node at ``usage`` CPU."""
+    return Node(
+        metadata=NodeMeta(name=name, annotations={"cpu_usage_avg_5m": encode_metric(usage, NOW)}),
+        status=NodeStatus(capacity={"cpu": "4", "memory": "16Gi"}),
+    )
+
+
+async def test_a_pod_refused_for_want_of_room_is_requeued_once_it_fits() -> None:
+    """Every node passes on its own at 0.55 of 4 cores, but a 1-core pod (0.85 core, 0.2125)
+    would take each past 0.65: nothing is written while that holds (each node passes an
+    ordinary pod), and a write follows once n2 has the room."""
+    rig = Rig([sized(n, 0.55) for n in NAMES], rules=ESTIMATED)
+    one_core = payloads.pod("big")
+    one_core["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    small = payloads.pod("small")
+    small["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    assert rig.filter(NAMES, one_core) == []
+    assert rig.filter(NAMES, small) == NAMES, "a 100m pod fits"
+    assert rig.filter(NAMES, one_core) == []  # still waiting
+    await rig.step()
+    rig.clock.advance(5)
+    await rig.step()
+    assert rig.patches == [], "no node has room for the pod yet"
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 0
+
+    rig.cache.apply("MODIFIED", sized("n2", 0.40))  # 0.40 + 0.2125 fits
+    await rig.step()
+    assert [path for path, _ in rig.patches] == ["/api/v1/nodes/n2"]
+    assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 1
+    assert rig.filter(NAMES, one_core) == ["n2"]
+
+
+def test_the_smallest_pod_waiting_for_room_decides_when_a_node_is_retried() -> None:
+    tracker = RequeueTracker()
+    tight = lambda _: ("cpu_usage_avg_5m", "overloaded-with-pod")  # noqa: E731
+    tracker.refused_nodes("uid-a", {"n1": "x"}, tight, 0, Need(2.0, 100.0))
+    tracker.refused_nodes("uid-b", {"n1": "x"}, tight, 0, Need(1.0, 300.0))
+    assert tracker.nodes["n1"][2] == Need(1.0, 100.0)
+    asked: list[Need | None] = []
+    tracker.transitions(passes=lambda _, need: asked.append(need) or False, admits=None, now=1)  # type: ignore[arg-type]
+    assert asked == [Need(1.0, 100.0)]

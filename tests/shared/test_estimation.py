@@ -11,8 +11,16 @@ import yaml
 
 from shared.annotations import encode_metric
 from shared.errors import ConfigError
-from shared.estimation import NodeSize, Placement, estimated_share, predicted_cpu, uncovered
-from shared.load_model import LoadRules, NodeLoad, evaluate
+from shared.estimation import (
+    Need,
+    NodeSize,
+    Placement,
+    estimated_share,
+    pod_estimate,
+    predicted_cpu,
+    uncovered,
+)
+from shared.load_model import WITH_POD, LoadRules, NodeLoad, evaluate, refusal_for
 from shared.policy import EstimationPolicy, TargetLoadPacking, load_policy, parse_policy
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
@@ -104,6 +112,33 @@ def test_a_pod_that_requests_nothing_is_estimated_at_the_default() -> None:
     assert cpu == pytest.approx(0.25)  # 250m by default
 
 
+@pytest.mark.parametrize(
+    ("basis", "requested", "limit", "estimate"),
+    [
+        ("request", 1.0, 2.0, 0.85),  # the default reads the request only
+        ("limit", 1.0, 2.0, 1.7),  # Koordinator: a pod allowed to burst is taken to burst
+        ("limit", 1.0, 1.0, 0.85),
+        ("limit", 1.0, 0.0, 0.85),  # unbounded: the request
+        ("limit", 0.0, 0.0, 0.25),  # neither: the default
+        ("limit", 0.0, 2.0, 1.7),
+        ("limit", 0.9, 1.0, 0.85),  # 1.0 × 0.85 is below the limit and above the request
+    ],
+)
+def test_the_estimate_from_request_or_limit(
+    basis: str, requested: float, limit: float, estimate: float
+) -> None:
+    placed = Placement(uid="p", bound_at=NOW, cpu=requested, memory=0, cpu_limit=limit)
+    policy = EstimationPolicy.model_validate({"basis": basis})
+    assert pod_estimate(placed, "cpu", policy) == pytest.approx(estimate)
+
+
+def test_a_factor_above_one_never_estimates_more_than_the_limit() -> None:
+    placed = Placement(uid="p", bound_at=NOW, cpu=1.0, cpu_limit=1.2, memory=GiB)
+    policy = EstimationPolicy.model_validate({"basis": "limit", "factors": {"cpu": 1.5}})
+    assert pod_estimate(placed, "cpu", policy) == pytest.approx(1.2)
+    assert pod_estimate(placed, "memory", policy) == pytest.approx(0.7 * GiB)
+
+
 def test_zero_size_adds_nothing() -> None:
     share = estimated_share(
         [pod(NOW, cpu=1)],
@@ -187,6 +222,68 @@ def test_estimation_rejects_a_node_its_sample_shows_below_the_limit() -> None:
     assert (cpu.measured, cpu.estimated, cpu.decided) == (0.5, pytest.approx(0.2125), True)
     # score: (1 - 0.7125) × 100 = 28
     assert verdict.score == 28
+
+
+def test_the_pod_being_placed_must_fit_in_the_room_left() -> None:
+    """0.40 measured + 1 pod of 1 core bound since (0.10625) leaves 0.65 - 0.50625 = 0.14375
+    of 8 cores, 1.15 cores: a pod estimated at 1.15 fits (the limit is strict), one at 1.16
+    does not; memory leaves (0.65 - 0.1) × 32 GiB less the pod's default 200Mi."""
+    rules = policy(estimation={"enabled": True})
+    load = NodeLoad.from_annotations("n1", node(0.4), rules, SIZE)
+    verdict = evaluate(load, rules, NOW + MIN, [pod(NOW + MIN, cpu=1)])
+    assert verdict.overload is None
+    rooms = {room.resource: room for room in verdict.rooms}
+    assert rooms["cpu"].left == pytest.approx(1.15)
+    assert rooms["memory"].left == pytest.approx(0.55 * 32 * GiB - 200 * 2**20)
+    assert refusal_for(verdict, Need(1.15 - 1e-9, GiB), "n1") is None
+    message, reason = refusal_for(verdict, Need(1.16, GiB), "n1") or ("", ("", ""))
+    assert reason == ("cpu_usage_avg_5m", WITH_POD)
+    assert message == (
+        "Load[cpu_usage_avg_5m]=0.65125 of node[n1] with this pod is above 0.65 "
+        "(0.40000 measured + 0.10625 estimated for pods the sample does not show yet "
+        "+ 0.14500 this pod)"
+    )
+    assert refusal_for(verdict, Need(0.1, 18 * GiB), "n1") is not None  # memory: 0.5625 > 0.55
+
+
+def test_the_tightest_predicate_of_a_resource_sets_its_room() -> None:
+    """Two CPU predicates: 0.30 of 0.65 leaves 2.8 cores, 0.60 of a node's own 0.70 leaves
+    0.8; the room is 0.8, and a value that cannot be read leaves no room to check."""
+    rules = policy(
+        estimation={"enabled": True},
+        syncPolicy=[
+            {"name": "cpu_usage_avg_5m", "period": "3m"},
+            {"name": "cpu_usage_max_avg_1h", "period": "3m"},
+            {"name": "mem_usage_avg_5m", "period": "3m"},
+        ],
+        predicate=[
+            {"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65},
+            {"name": "cpu_usage_max_avg_1h", "maxLimitPecent": 0.9},
+        ],
+    )
+    annotations = {
+        **node(0.3),
+        "cpu_usage_max_avg_1h": encode_metric(0.6, NOW),
+        "loadsched.io/predicate-limits": '{"cpu_usage_max_avg_1h": 0.7}',
+    }
+    verdict = evaluate(NodeLoad.from_annotations("n1", annotations, rules, SIZE), rules, NOW)
+    assert [(r.resource, r.metric, r.limit) for r in verdict.rooms] == [
+        ("cpu", "cpu_usage_max_avg_1h", 0.7)
+    ]
+    assert verdict.rooms[0].left == pytest.approx(0.8)
+    unknown = {**node(0.3), "cpu_usage_max_avg_1h": "garbage"}
+    verdict = evaluate(NodeLoad.from_annotations("n1", unknown, rules, SIZE), rules, NOW)
+    assert verdict.rooms[0].metric == "cpu_usage_avg_5m"
+
+
+def test_no_room_is_kept_without_estimation_or_for_a_refused_node() -> None:
+    off = policy()
+    assert evaluate(NodeLoad.from_annotations("n1", node(0.4), off, SIZE), off, NOW).rooms == ()
+    on = policy(estimation={"enabled": True})
+    over = evaluate(NodeLoad.from_annotations("n1", node(0.7), on, SIZE), on, NOW)
+    assert over.overload is not None and over.rooms == ()
+    unsized = evaluate(NodeLoad.from_annotations("n1", node(0.4), on), on, NOW)
+    assert unsized.rooms == ()
 
 
 def test_estimation_off_ignores_placements() -> None:
@@ -280,6 +377,7 @@ def test_per_node_limits(limits: str, overloaded: bool, error: str | None) -> No
         ({"estimation": {"startup": "2h"}}, "spec.estimation.startup", "between 0s and 1h"),
         ({"estimation": {"startup": "-5s"}}, "spec.estimation.startup", ""),
         ({"estimation": {"startup": 30}}, "spec.estimation.startup", "Go duration"),
+        ({"estimation": {"basis": "limits"}}, "spec.estimation.basis", "'request' or 'limit'"),
         (
             {"syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m", "window": "0s"}]},
             "spec.syncPolicy[0].window",

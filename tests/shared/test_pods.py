@@ -55,6 +55,51 @@ def test_malformed_request_names_the_field() -> None:
         pod.request()
 
 
+def limited(cpu: str | None = None, memory: str | None = None, **extra: str) -> dict:
+    limits = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
+    return {"resources": {"limits": limits}, **extra}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            {"containers": [limited("500m", "256Mi"), limited("1", "1Gi")]},
+            {"cpu": "1.5", "memory": 1280 * MI},
+        ),
+        # one container without a CPU limit leaves the pod unbounded in CPU only
+        ({"containers": [limited("1", "1Gi"), limited(memory="1Gi")]}, {"memory": 2048 * MI}),
+        ({"containers": [{"name": "no-limits"}]}, {}),
+        ({"containers": []}, {}),
+        # a restartable sidecar runs beside the app; a one-shot init container does not
+        (
+            {
+                "containers": [limited("1")],
+                "initContainers": [limited("500m", restartPolicy="Always"), limited("4")],
+            },
+            {"cpu": "1.5"},
+        ),
+        (
+            {"containers": [limited("1")], "initContainers": [{"restartPolicy": "Always"}]},
+            {},
+        ),
+        # the overhead adds to a bounded resource only
+        (
+            {"containers": [limited("1")], "overhead": {"cpu": "250m", "memory": "64Mi"}},
+            {"cpu": "1.25"},
+        ),
+    ],
+)
+def test_pod_limit(spec: dict, expected: dict) -> None:
+    assert decode(spec).limit() == {k: Fraction(v) for k, v in expected.items()}
+
+
+def test_malformed_limit_names_the_field() -> None:
+    pod = decode({"containers": [limited("1"), limited("lots")]})
+    with pytest.raises(ValueError, match=r"spec\.containers\[1\]\.resources\.limits\.cpu"):
+        pod.limit()
+
+
 def test_states() -> None:
     waiting = decode(
         {}, {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
