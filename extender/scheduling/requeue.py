@@ -86,8 +86,8 @@ class RequeueTracker:
 
     remember_seconds: float = REMEMBER_SECONDS
     nodes: dict[str, tuple[float, Cause, Need | None]] = field(default_factory=dict)
-    """Refused node → (remembered until, the cause its passing would be, what the smallest pod
-    it refused only for want of room needs: ``None`` when it refused pods on its own)."""
+    """Refused node → (remembered until, the cause its passing would be, the room the smallest
+    pod it refused needs, with estimation: ``None`` when any pod that passes will do)."""
     pods: dict[str, _RefusedPod] = field(default_factory=dict)
     """Pods refused by their elastic quota, by UID."""
     waiting: dict[str, float] = field(default_factory=dict)
@@ -107,8 +107,8 @@ class RequeueTracker:
         now: float,
         need: Need | None = None,
     ) -> None:
-        """Pod ``uid`` was left with no node: remember it and the nodes refused (a node whose
-        reason is :data:`WITH_POD` refused it only for want of room for ``need``).
+        """Pod ``uid`` was left with no node: remember it and the nodes refused, with the room
+        the pod needs (``need``, with estimation): a node passes again once it has that room.
         kube-scheduler asks again and again with the same nodes while nothing changes, and the
         extender then hands out the same answer object: its nodes are remembered once, and
         only their time refreshed."""
@@ -122,13 +122,11 @@ class RequeueTracker:
         self._last, self._last_until = rejected, until
         nodes = self.nodes
         for name in rejected:
-            reason = reasons(name)
-            wanted = need if need is not None and reason and reason[1] == WITH_POD else None
-            if wanted is not None:
-                kept = nodes.get(name)
-                if kept is not None and kept[2] is not None:  # the smallest pod waiting decides
-                    wanted = Need(min(wanted.cpu, kept[2].cpu), min(wanted.memory, kept[2].memory))
-            nodes[name] = (until, cause_of(reason), wanted)
+            wanted = need
+            kept = nodes.get(name)
+            if kept is not None:  # the smallest pod waiting decides; None: any pod
+                wanted = _smaller(kept[2], need)
+            nodes[name] = (until, cause_of(reasons(name)), wanted)
 
     def placed(self, uid: str) -> None:
         """Pod ``uid`` got a node after all (a retry was admitted): it waits no more."""
@@ -199,6 +197,12 @@ class RequeueTracker:
                 refused.requeued = True
                 found.append(("quota", None))
         return found
+
+
+def _smaller(a: Need | None, b: Need | None) -> Need | None:
+    if a is None or b is None:
+        return None
+    return Need(min(a.cpu, b.cpu), min(a.memory, b.memory))
 
 
 class Requeuer:

@@ -289,7 +289,7 @@ class LoadAwareExtender:
                     tally.rejected,
                     reasons,
                     now.timestamp(),
-                    need if tally.tight else None,
+                    need,
                 )
         if tally.rejected and logger.isEnabledFor(logging.DEBUG):
             logger.debug(

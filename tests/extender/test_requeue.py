@@ -382,11 +382,30 @@ async def test_a_pod_refused_for_want_of_room_is_requeued_once_it_fits() -> None
     assert rig.patches == [], "no node has room for the pod yet"
     assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 0
 
+    rig.cache.apply("MODIFIED", sized("n2", 0.95))  # overloaded on its own now
+    rig.clock.advance(5)
+    assert rig.filter(NAMES, one_core) == []
+    rig.cache.apply("MODIFIED", sized("n2", 0.60))  # passes on its own, no room for the pod
+    await rig.step()
+    assert rig.patches == []
     rig.cache.apply("MODIFIED", sized("n2", 0.40))  # 0.40 + 0.2125 fits
     await rig.step()
     assert [path for path, _ in rig.patches] == ["/api/v1/nodes/n2"]
     assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 1
     assert rig.filter(NAMES, one_core) == ["n2"]
+
+
+async def test_a_node_that_passes_again_without_room_for_the_waiting_pod_is_no_transition() -> None:
+    rig = Rig([sized(n, 0.95) for n in NAMES], rules=ESTIMATED)
+    one_core = payloads.pod("big")
+    one_core["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    assert rig.filter(NAMES, one_core) == []  # every node overloaded on its own
+    rig.cache.apply("MODIFIED", sized("n3", 0.60))  # passes on its own, no room for the pod
+    await rig.step()
+    assert rig.patches == []
+    rig.cache.apply("MODIFIED", sized("n3", 0.30))
+    await rig.step()
+    assert [path for path, _ in rig.patches] == ["/api/v1/nodes/n3"]
 
 
 def test_the_smallest_pod_waiting_for_room_decides_when_a_node_is_retried() -> None:
@@ -395,6 +414,11 @@ def test_the_smallest_pod_waiting_for_room_decides_when_a_node_is_retried() -> N
     tracker.refused_nodes("uid-a", {"n1": "x"}, tight, 0, Need(2.0, 100.0))
     tracker.refused_nodes("uid-b", {"n1": "x"}, tight, 0, Need(1.0, 300.0))
     assert tracker.nodes["n1"][2] == Need(1.0, 100.0)
+    tracker.refused_nodes("uid-c", {"n1": "x", "n2": "y"}, tight, 0)  # no estimate: any pod
+    assert tracker.nodes["n1"][2] is None and tracker.nodes["n2"][2] is None
+    tracker.refused_nodes("uid-d", {"n1": "x"}, tight, 0, Need(1.0, 100.0))
+    assert tracker.nodes["n1"][2] is None, "a pod that fits anywhere passing still waits"
+    tracker.nodes["n1"] = (9.0, "load", Need(1.0, 100.0))
     asked: list[Need | None] = []
     tracker.transitions(passes=lambda _, need: asked.append(need) or False, admits=None, now=1)  # type: ignore[arg-type]
-    assert asked == [Need(1.0, 100.0)]
+    assert asked == [Need(1.0, 100.0), None]
