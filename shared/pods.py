@@ -108,19 +108,13 @@ class Pod(msgspec.Struct, gc=False):
 
     def container_resources(self) -> list[tuple[ResourceList, ResourceList]]:
         """(requests, limits) of each regular container; ``ValueError`` names a malformed one."""
-        out = []
-        for i, container in enumerate(self.spec.containers or ()):
-            resources = container.resources
-            limits = resources.limits if resources else None
-            out.append(
-                (
-                    _requests(container, f"spec.containers[{i}].resources.requests"),
-                    parse_resources(limits, where=f"spec.containers[{i}].resources.limits")
-                    if limits
-                    else {},
-                )
+        return [
+            (
+                _requests(container, f"spec.containers[{i}].resources.requests"),
+                _limits(container, f"spec.containers[{i}].resources.limits"),
             )
-        return out
+            for i, container in enumerate(self.spec.containers or ())
+        ]
 
     def limit(self) -> ResourceList:
         """The most the pod's running containers may use of each resource: the sum of the
