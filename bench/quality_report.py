@@ -20,6 +20,7 @@ COLORS = {
     "hot-only": "#e67e22",
     "estimation": "#27ae60",
     "estimation-minmax": "#16a085",
+    "estimation-wait": "#2ecc71",
     "tlp": "#2980b9",
     "lvrb": "#8e44ad",
 }

@@ -233,6 +233,13 @@ class EstimationPolicy(_Strict):
     basis: Literal["request", "limit"] = "request"
     """What the factor applies to: the request; or, as Koordinator does, the limit where it is
     above the request (never estimating more than the limit)."""
+    when_no_node_has_room: Literal["place", "wait"] = Field(
+        default="place", alias="whenNoNodeHasRoom"
+    )
+    """When no node asked about has room for the pod's own estimate: ``place`` passes the
+    nodes under their limits on their own (crane's filter, with the estimates of the pods
+    already there), so each takes about one pod past its room and no pod waits on an estimate;
+    ``wait`` refuses them all, as Koordinator does, and the pod waits until a node has room."""
     startup: GoDuration = timedelta(seconds=30)
     """How long after binding a pod that is not Ready yet is still taken as not started: its
     window starts at its Ready time, at the latest this long after binding (a pod uses little

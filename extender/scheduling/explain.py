@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.verbs import LoadAwareExtender, node_score, refusal, scaled
-from shared.load_model import MetricTerm, Verdict
+from shared.load_model import WITH_POD, MetricTerm, Verdict
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity
 from shared.quota import ZERO, QuotaRule, QuotaState
@@ -117,6 +117,11 @@ class Explanation(BaseModel):
         description="what estimation takes the pod to use once placed: a node without that "
         "much room below a predicate's limit refuses it (absent when estimation is off)",
     )
+    placed_without_room: bool = Field(
+        default=False,
+        description="no node has room for the pod's estimate, so the nodes under their limits "
+        "on their own pass it (estimation whenNoNodeHasRoom: place)",
+    )
     at: datetime = Field(description="the moment the verdicts are for")
     daemonset: bool = Field(description="a DaemonSet pod: load never keeps it off a node")
     fail_closed: bool = Field(description="staleData failClosed: unknown values reject")
@@ -145,11 +150,19 @@ class Explainer:
             [node_score(view.verdicts.get(n), demand, rules) for n in names],
             normalize=rules.normalize,
         )
+        refusals = [
+            refusal(
+                name, view.verdicts.get(name), fail_closed=rules.fail_closed, check=check, need=need
+            )
+            for name in names
+        ]
+        without_room = _placed_without_room(refusals, rules)
         rows = []
-        for name, final in zip(names, finals, strict=True):
+        for name, final, refused in zip(names, finals, refusals, strict=True):
             verdict = view.verdicts.get(name)
-            refused = refusal(name, verdict, fail_closed=rules.fail_closed, check=check, need=need)
             rejected_by, reason = (refused[1][0], refused[0]) if refused else (None, None)
+            if without_room and refused and refused[1][1] == WITH_POD:
+                rejected_by, reason = None, f"{NO_ROOM_ANYWHERE}: {refused[0]}"
             if not quota.admitted:
                 rejected_by, reason = QUOTA_REFUSED, quota.message
             rows.append(
@@ -169,12 +182,31 @@ class Explainer:
         return Explanation(
             pod=pod.key,
             estimate=PodEstimate(cpu=need.cpu, memory=need.memory) if need else None,
+            placed_without_room=without_room and quota.admitted,
             at=now,
             daemonset=not check,
             fail_closed=rules.fail_closed,
             quota=quota,
             nodes=rows,
         )
+
+
+NO_ROOM_ANYWHERE = (
+    "passes: no node has room for this pod, and this one is under its limits on its own"
+)
+
+
+def _placed_without_room(
+    refusals: list[tuple[str, tuple[str, str]] | None], rules: LoadRules
+) -> bool:
+    """As filter decides with ``whenNoNodeHasRoom: place``: no node passes, and some refuse
+    only for want of room for the pod."""
+    estimation = rules.estimation
+    if estimation is None or estimation.when_no_node_has_room != "place":
+        return False
+    if any(r is None for r in refusals):
+        return False
+    return any(r[1][1] == WITH_POD for r in refusals if r is not None)
 
 
 def _score(

@@ -39,6 +39,13 @@ class ExtenderMetrics:
             ["metric", "reason"],
             registry=self.registry,
         )
+        self.placed_without_room = Counter(
+            "loadsched_extender_pods_placed_without_room_total",
+            "Filter calls (estimation, whenNoNodeHasRoom: place) where no node asked about had "
+            "room for the pod's own estimate, so the nodes under their limits on their own "
+            "passed it; with whenNoNodeHasRoom: wait these pods wait instead.",
+            registry=self.registry,
+        )
         self.unknown_annotations = Counter(
             "loadsched_extender_unknown_annotations_total",
             "Node metric values filter read as unknown, by metric and reason "

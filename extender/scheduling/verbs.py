@@ -265,9 +265,11 @@ class LoadAwareExtender:
         if args.names_only:
             answer, tally, passes = self._filter_names(args.NodeNames, now, check=check, need=need)
         else:
-            tally = _Tally(self._rules.fail_closed, check=check, need=need)
+            tally = self._tally(check=check, need=need)
             rows = self._full_nodes(args, now)
             items = [raw for name, verdict, raw in rows if tally.judge(name, verdict)]
+            if not items and (placed := tally.place_anyway()):
+                items = [raw for name, _, raw in rows if name in placed]
             answer = FilterResult(
                 Nodes=NodeList(items=items), FailedAndUnresolvableNodes=tally.rejected
             )
@@ -316,6 +318,11 @@ class LoadAwareExtender:
             self._requeue.refused_pod(pod, request, self._clock().timestamp())
         return self._refuse_all(args, decision.message, decision.preemption_may_help)
 
+    def _tally(self, *, check: bool, need: Need | None) -> _Tally:
+        estimation = self._rules.estimation
+        place = estimation is not None and estimation.when_no_node_has_room == "place"
+        return _Tally(self._rules.fail_closed, check=check, need=need, place=place)
+
     def _filter_names(
         self, asked: msgspec.Raw, now: datetime, *, check: bool, need: Need | None = None
     ) -> _Filtered:
@@ -330,7 +337,7 @@ class LoadAwareExtender:
             self._metrics.filter_kept.inc()
             return kept
         names = node_names(asked)
-        tally = _Tally(self._rules.fail_closed, check=check, need=need)
+        tally = self._tally(check=check, need=need)
         passing = tally.judge_all(names, view)
         if need is not None and passing:
             passing = tally.fit_all(passing, view)
@@ -508,6 +515,8 @@ class _Tally:
         "check",
         "fail_closed",
         "need",
+        "place",
+        "placed_without_room",
         "reasons",
         "rejected",
         "tight",
@@ -515,11 +524,17 @@ class _Tally:
         "unknown",
     )
 
-    def __init__(self, fail_closed: bool, *, check: bool, need: Need | None = None) -> None:
+    def __init__(
+        self, fail_closed: bool, *, check: bool, need: Need | None = None, place: bool = False
+    ) -> None:
         self.fail_closed = fail_closed
         self.check = check
         self.need = need
         """The pod's estimate (estimation): a node without room for it refuses it."""
+        self.place = place
+        """When no node has room for the pod, the nodes that refused only for want of room
+        pass it (``whenNoNodeHasRoom: place``)."""
+        self.placed_without_room = False
         self.rejected: dict[str, str] = {}
         self.reasons: Tally[tuple[str, str]] = Tally()
         self.unknown: Tally[tuple[str, str]] = Tally()
@@ -556,6 +571,9 @@ class _Tally:
                 found = list(map(ge, map(rooms.get, names, repeat(_ANY)), repeat(brings)))
                 fits = found if fits is None else list(map(and_, fits, found))
         if fits is None or all(fits):
+            return names
+        if self.place and not any(fits):
+            self.placed_without_room = True
             return names
         self.rejected = dict(self.rejected)  # it may be the view's own, taken whole
         self.reasons = Tally(self.reasons)
@@ -607,8 +625,24 @@ class _Tally:
             return list(filterfalse(self.rejected.__contains__, names))
         return list(compress(names, map(not_, standing))) if refused else names
 
+    def place_anyway(self) -> dict[str, tuple[str, str]]:
+        """With ``place``, once no node passed: the nodes that refused only for want of room
+        for the pod (:attr:`tight`), their refusals forgotten; they pass it."""
+        placed = self.tight
+        if not (self.place and placed):
+            return {}
+        self.rejected = {n: m for n, m in self.rejected.items() if n not in placed}
+        self.reasons = Tally(self.reasons)
+        self.reasons.subtract(placed.values())
+        self.reasons = +self.reasons
+        self.tight = {}
+        self.placed_without_room = True
+        return placed
+
     def report(self, metrics: ExtenderMetrics) -> None:
         metrics.count_filtered(self.reasons)
+        if self.placed_without_room:
+            metrics.placed_without_room.inc()
         metrics.count_unknown(self.unknown)
         if self.uncached:
             metrics.uncached_nodes.inc(self.uncached)

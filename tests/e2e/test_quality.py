@@ -6,8 +6,9 @@ Node load is still (no pod uses anything: the burst is placed long before a pod 
 so only what each strategy infers about just-placed pods tells the nodes apart. node-1 is the
 least loaded by far. With the hot value alone the burst piles onto node-1 until the hot value
 the annotator writes catches up; with estimation no node receives more pods than its headroom
-under the 70 % limit allows (each pod's estimate is 85 % of its 500m request on 8 cores), and
-the pods that fit nowhere wait instead.
+under the 70 % limit allows (each pod's estimate is 85 % of its 500m request on 8 cores): once
+no node has room for a pod, each node under the limit on its own takes one more
+(``whenNoNodeHasRoom: place``), and once every node is over it the pods wait.
 """
 
 from __future__ import annotations

@@ -250,16 +250,18 @@ def passed(mode: str, result: dict[str, Any]) -> list[str]:
     return [n["metadata"]["name"] for n in result["Nodes"]["items"]]
 
 
+@pytest.mark.parametrize("when", ["wait", "place"])
 @pytest.mark.parametrize("mode", ["names", "full"])
 async def test_a_node_without_room_for_the_pod_refuses_it(
-    make_client: ClientFactory, mode: str
+    make_client: ClientFactory, mode: str, when: str
 ) -> None:
     """n1: 0.30 measured + two 1-core pods bound since (0.2125) leaves 0.1375 of 8 cores,
-    1.1 cores; n2 at 0.40 leaves 2 cores. The pod being placed counts too (at 85 %)."""
+    1.1 cores; n2 at 0.40 leaves 2 cores. The pod being placed counts too (at 85 %). A pod
+    neither has room for waits, or with ``place`` passes both (each is under 0.65 on its own)."""
     nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2)]
+    estimation = {"enabled": True, "basis": "limit", "whenNoNodeHasRoom": when}
     client = await make_client(
-        fake=cluster(nodes, BURST[:2]),
-        the_policy=the_policy(estimation={"enabled": True, "basis": "limit"}),
+        fake=cluster(nodes, BURST[:2]), the_policy=the_policy(estimation=estimation)
     )
     await ready(client)
 
@@ -276,14 +278,44 @@ async def test_a_node_without_room_for_the_pod_refuses_it(
     )
     # the same nodes asked about again, for a smaller pod: not the answer kept for the larger
     assert (await placed(placing("c", "1")))[0] == ["n1", "n2"]
-    assert (await placed(placing("d", "3")))[0] == []  # 2.55 cores: neither
+    names, failed = await placed(placing("d", "3"))  # 2.55 cores: room on neither
+    if when == "wait":
+        assert (names, sorted(failed)) == ([], ["n1", "n2"])
+    else:
+        assert (names, failed) == (["n1", "n2"], {})
     assert (await placed(placing("e", "1", limit="2")))[0] == ["n2"]  # basis limit: 1.7
     assert (await placed(placing("f", "3", daemonset=True)))[0] == ["n1", "n2"]
     counted = (await client.get("/metrics")).text
+    refused = 4 if when == "wait" else 2
     assert (
         'loadsched_extender_nodes_filtered_total{metric="cpu_usage_avg_5m",'
-        'reason="overloaded-with-pod"} 4.0'
+        f'reason="overloaded-with-pod"}} {refused}.0'
     ) in counted
+    without_room = 0 if when == "wait" else 1
+    assert f"loadsched_extender_pods_placed_without_room_total {without_room}.0" in counted
+
+
+@pytest.mark.parametrize("mode", ["names", "full"])
+async def test_placed_without_room_only_where_the_node_is_under_its_limit_alone(
+    make_client: ClientFactory, mode: str
+) -> None:
+    """n1 is over 0.65 with the pods bound since its sample (0.30 + 4 × 0.10625 = 0.725); n2
+    (0.40) and n3 (0.50) are under on their own, with room for 2 and 1.2 cores. A 3-core pod
+    (2.55 estimated) fits none: it goes to n2 or n3, never n1, and asking again keeps it so."""
+    nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2), node("n3", 0.50, 3)]
+    client = await make_client(
+        fake=cluster(nodes, BURST), the_policy=the_policy(estimation={"enabled": True})
+    )
+    await ready(client)
+    for _ in range(2):  # the second answer is the kept one, in names-only mode
+        result = await post(client, "filter", filter_args(mode, nodes, placing("big", "3")))
+        assert passed(mode, result) == ["n2", "n3"]
+        assert list(result["FailedAndUnresolvableNodes"]) == ["n1"]
+        assert "0.72500 of node[n1] is above 0.65" in result["FailedAndUnresolvableNodes"]["n1"]
+    small = await post(client, "filter", filter_args(mode, nodes, placing("small", "2")))
+    assert passed(mode, small) == ["n2"]  # 1.7 cores fit n2: the room counts again
+    counted = (await client.get("/metrics")).text
+    assert "loadsched_extender_pods_placed_without_room_total 2.0" in counted
 
 
 async def test_without_estimation_the_pod_being_placed_is_not_counted(
@@ -316,6 +348,30 @@ def test_explain_shows_the_pods_estimate_and_the_room_it_lacks() -> None:
     assert rows["n1"].reason is not None and "with this pod is above 0.65" in rows["n1"].reason
     small = Explainer(decide, clock=lambda: NOW).explain(decoded(placing("small", "1")))
     assert all(row.passed for row in small.nodes)
+    assert not explained.placed_without_room and not small.placed_without_room
+
+
+@pytest.mark.parametrize("when", ["wait", "place"])
+def test_explain_says_when_no_node_has_room(when: str) -> None:
+    """A 3-core pod (2.55 estimated) fits neither n1 (1.2 cores of room) nor n2 (2.8 cores)."""
+    estimation = {"enabled": True, "whenNoNodeHasRoom": when}
+    rules = LoadRules.from_policy(the_policy(estimation=estimation))
+    cache = NodeLoadCache(rules)
+    cache.replace(
+        [
+            decode_node(payloads.encode(node("n1", 0.50, 1))),
+            decode_node(payloads.encode(node("n2", 0.30, 2))),
+        ]
+    )
+    decide = LoadAwareExtender(
+        rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
+    )
+    explained = Explainer(decide, clock=lambda: NOW).explain(decoded(placing("big", "3.3")))
+    assert explained.placed_without_room is (when == "place")
+    for row in explained.nodes:
+        assert row.passed is (when == "place")
+        assert row.reason is not None and "with this pod is above 0.65" in row.reason
+        assert row.reason.startswith("passes: no node has room") is (when == "place")
 
 
 async def test_target_load_packing_scores_per_pod(make_client: ClientFactory) -> None:

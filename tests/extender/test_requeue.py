@@ -349,11 +349,12 @@ ESTIMATED = LoadRules.from_policy(
                 "syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m"}],
                 "predicate": [{"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65}],
                 "priority": [{"name": "cpu_usage_avg_5m", "weight": 1}],
-                "estimation": {"enabled": True},
+                "estimation": {"enabled": True, "whenNoNodeHasRoom": "wait"},
             }
         }
     )
 )
+"""Estimation where a pod no node has room for waits (with ``place`` it never waits for room)."""
 
 
 def sized(name: str, usage: float) -> Node:

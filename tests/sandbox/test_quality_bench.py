@@ -72,8 +72,14 @@ def test_the_table_says_why_a_strategy_did_not_run() -> None:
 
 
 def test_every_strategy_the_issue_names_is_there() -> None:
-    assert list(DEFAULT) == ["plain", "hot-only", "estimation", "estimation-minmax", "tlp", "lvrb"]
+    assert list(DEFAULT) == ["plain", "hot-only", "estimation", "tlp", "lvrb"]
     assert set(DEFAULT) <= {s.key for s in STRATEGIES}
+    waiting = BY_KEY["estimation-wait"].policy()["spec"]
+    assert waiting["estimation"] == {
+        **BY_KEY["estimation"].policy()["spec"]["estimation"],
+        "whenNoNodeHasRoom": "wait",
+    }
+    assert BY_KEY["estimation-wait"].cannot_run() is None
     spread = BY_KEY["estimation-minmax"].policy()["spec"]
     assert spread["scoring"] == {"normalize": "minMax"}
     assert {k: v for k, v in spread.items() if k != "scoring"} == BY_KEY["estimation"].policy()[

@@ -379,6 +379,11 @@ def test_per_node_limits(limits: str, overloaded: bool, error: str | None) -> No
         ({"estimation": {"startup": 30}}, "spec.estimation.startup", "Go duration"),
         ({"estimation": {"basis": "limits"}}, "spec.estimation.basis", "'request' or 'limit'"),
         (
+            {"estimation": {"whenNoNodeHasRoom": "queue"}},
+            "spec.estimation.whenNoNodeHasRoom",
+            "'place' or 'wait'",
+        ),
+        (
             {"syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m", "window": "0s"}]},
             "spec.syncPolicy[0].window",
             "must be > 0",
