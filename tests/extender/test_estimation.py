@@ -328,33 +328,8 @@ async def test_without_estimation_the_pod_being_placed_is_not_counted(
     assert result["NodeNames"] == ["n1"]  # crane: the node's own value only
 
 
-def test_explain_shows_the_pods_estimate_and_the_room_it_lacks() -> None:
-    """n1 at 0.50 of 8 cores leaves 1.2 cores below 0.65; a 2-core pod is estimated at 1.7."""
-    rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
-    cache = NodeLoadCache(rules)
-    cache.replace(
-        [
-            decode_node(payloads.encode(node("n1", 0.50, 1))),
-            decode_node(payloads.encode(node("n2", 0.30, 2))),
-        ]
-    )
-    decide = LoadAwareExtender(
-        rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
-    )
-    explained = Explainer(decide, clock=lambda: NOW).explain(decoded(placing("big", "2")))
-    assert explained.estimate is not None and explained.estimate.cpu == pytest.approx(1.7)
-    rows = {row.node: row for row in explained.nodes}
-    assert rows["n2"].passed and not rows["n1"].passed
-    assert rows["n1"].reason is not None and "with this pod is above 0.65" in rows["n1"].reason
-    small = Explainer(decide, clock=lambda: NOW).explain(decoded(placing("small", "1")))
-    assert all(row.passed for row in small.nodes)
-    assert not explained.placed_without_room and not small.placed_without_room
-
-
-@pytest.mark.parametrize("when", ["wait", "place"])
-def test_explain_says_when_no_node_has_room(when: str) -> None:
-    """A 3-core pod (2.55 estimated) fits neither n1 (1.2 cores of room) nor n2 (2.8 cores)."""
-    estimation = {"enabled": True, "whenNoNodeHasRoom": when}
+def explainer(estimation: dict[str, Any]) -> Explainer:
+    """n1 at 0.50 and n2 at 0.30 of 8 cores: 1.2 and 2.8 cores of room below 0.65."""
     rules = LoadRules.from_policy(the_policy(estimation=estimation))
     cache = NodeLoadCache(rules)
     cache.replace(
@@ -366,7 +341,27 @@ def test_explain_says_when_no_node_has_room(when: str) -> None:
     decide = LoadAwareExtender(
         rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
     )
-    explained = Explainer(decide, clock=lambda: NOW).explain(decoded(placing("big", "3.3")))
+    return Explainer(decide, clock=lambda: NOW)
+
+
+def test_explain_shows_the_pods_estimate_and_the_room_it_lacks() -> None:
+    """A 2-core pod is estimated at 1.7 cores: room on n2 only."""
+    explain = explainer({"enabled": True}).explain
+    explained = explain(decoded(placing("big", "2")))
+    assert explained.estimate is not None and explained.estimate.cpu == pytest.approx(1.7)
+    rows = {row.node: row for row in explained.nodes}
+    assert rows["n2"].passed and not rows["n1"].passed
+    assert rows["n1"].reason is not None and "with this pod is above 0.65" in rows["n1"].reason
+    small = explain(decoded(placing("small", "1")))
+    assert all(row.passed for row in small.nodes)
+    assert not explained.placed_without_room and not small.placed_without_room
+
+
+@pytest.mark.parametrize("when", ["wait", "place"])
+def test_explain_says_when_no_node_has_room(when: str) -> None:
+    """A 3.3-core pod (2.805 estimated) fits neither n1 (1.2 cores of room) nor n2 (2.8)."""
+    explain = explainer({"enabled": True, "whenNoNodeHasRoom": when}).explain
+    explained = explain(decoded(placing("big", "3.3")))
     assert explained.placed_without_room is (when == "place")
     for row in explained.nodes:
         assert row.passed is (when == "place")
