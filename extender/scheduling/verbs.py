@@ -291,7 +291,8 @@ class LoadAwareExtender:
                     tally.rejected,
                     reasons,
                     now.timestamp(),
-                    need,
+                    # placed without room, the pod takes any node passing on its own
+                    None if tally.place else need,
                 )
         if tally.rejected and logger.isEnabledFor(logging.DEBUG):
             logger.debug(

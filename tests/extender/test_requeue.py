@@ -342,18 +342,23 @@ async def test_a_transition_found_before_the_pod_was_placed_is_not_written() -> 
     assert len(rig.patches) == 1
 
 
-ESTIMATED = LoadRules.from_policy(
-    parse_policy(
-        {
-            "spec": {
-                "syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m"}],
-                "predicate": [{"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65}],
-                "priority": [{"name": "cpu_usage_avg_5m", "weight": 1}],
-                "estimation": {"enabled": True, "whenNoNodeHasRoom": "wait"},
+def estimated(when: str) -> LoadRules:
+    """Estimation on; ``when`` no node has room for a pod, it waits or is placed."""
+    return LoadRules.from_policy(
+        parse_policy(
+            {
+                "spec": {
+                    "syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m"}],
+                    "predicate": [{"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65}],
+                    "priority": [{"name": "cpu_usage_avg_5m", "weight": 1}],
+                    "estimation": {"enabled": True, "whenNoNodeHasRoom": when},
+                }
             }
-        }
+        )
     )
-)
+
+
+ESTIMATED = estimated("wait")
 """Estimation where a pod no node has room for waits (with ``place`` it never waits for room)."""
 
 
@@ -396,6 +401,10 @@ async def test_a_pod_refused_for_want_of_room_is_requeued_once_it_fits() -> None
     assert rig.filter(NAMES, one_core) == ["n2"]
 
 
+PLACED = estimated("place")
+"""Estimation where a pod no node has room for goes to a node under its limits on its own."""
+
+
 async def test_a_node_that_passes_again_without_room_for_the_waiting_pod_is_no_transition() -> None:
     rig = Rig([sized(n, 0.95) for n in NAMES], rules=ESTIMATED)
     one_core = payloads.pod("big")
@@ -407,6 +416,19 @@ async def test_a_node_that_passes_again_without_room_for_the_waiting_pod_is_no_t
     rig.cache.apply("MODIFIED", sized("n3", 0.30))
     await rig.step()
     assert [path for path, _ in rig.patches] == ["/api/v1/nodes/n3"]
+
+
+async def test_placed_without_room_a_node_under_its_limit_on_its_own_is_retried_at_once() -> None:
+    """With ``place`` the pod takes a node that passes on its own even without room for it, so
+    that node's return is a transition though the pod does not fit its room."""
+    rig = Rig([sized(n, 0.95) for n in NAMES], rules=PLACED)
+    one_core = payloads.pod("big")
+    one_core["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    assert rig.filter(NAMES, one_core) == []  # every node overloaded on its own
+    rig.cache.apply("MODIFIED", sized("n3", 0.60))  # passes on its own, no room for the pod
+    await rig.step()
+    assert [path for path, _ in rig.patches] == ["/api/v1/nodes/n3"]
+    assert rig.filter(NAMES, one_core) == ["n3"]
 
 
 def test_the_smallest_pod_waiting_for_room_decides_when_a_node_is_retried() -> None:
