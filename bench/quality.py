@@ -17,6 +17,11 @@ p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.
 sample in out/quality.json.
 
     .venv/bin/python bench/quality.py [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
+    .venv/bin/python bench/quality.py --from out/quality.json [--seed 7] [--quick]
+
+A missed target is followed by what the recording shows behind it (the nodes that carried the
+overload, or the pods slower than the latency bound, each round). ``--from`` prints a saved
+run's report again without running anything.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ from bench.quality_report import (  # noqa: E402
     render_medians,
     render_png,
     render_table,
+    replayed,
     targets,
+    why,
 )
 from bench.quality_run import Harness, Outcome  # noqa: E402
 from bench.quality_strategies import (  # noqa: E402
@@ -52,7 +59,7 @@ from bench.quality_strategies import (  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
 from sandbox.metrics_stack import MetricsStack  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
-from sandbox.workload import TraceShape, backgrounds, make_trace  # noqa: E402
+from sandbox.workload import Trace, TraceShape, backgrounds, make_trace  # noqa: E402
 
 NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]
 FULL = TraceShape()
@@ -122,15 +129,31 @@ def main() -> int:
     )
     parser.add_argument("--drain", type=float, default=25.0, help="seconds after the last arrival")
     parser.add_argument("--out", default="out")
+    parser.add_argument(
+        "--from",
+        dest="saved",
+        type=Path,
+        help="print the report of a run saved in this quality.json again, running nothing "
+        "(give the run's --seed and --quick)",
+    )
     options = parser.parse_args()
     started = time.monotonic()
     shape = QUICK if options.quick else FULL
+    out = Path(options.out)
+    if options.saved is not None:
+        try:
+            saved = json.loads(options.saved.read_text())
+            rounds = [[replayed(record) for record in outcomes] for outcomes in saved]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            parser.error(f"--from: {options.saved} is not a saved run: {e!r}")
+        seeds = [options.seed + r for r in range(len(rounds))]
+        traces = [make_trace(shape, seed=seed) for seed in seeds]
+        return report(rounds, traces, shape, out, started, save=False)
     seeds = [options.seed + r for r in range(options.rounds)]
     traces = [make_trace(shape, seed=seed) for seed in seeds]
     background = backgrounds([n.name for n in NODES], seed=options.seed)
-    out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
-    rounds: list[list[Outcome]] = []
+    rounds = []
     with Sandbox(say=say) as box:
         box.create_nodes(NODES)
         levels = {n: {"cpu": b.cpu, "mem": b.memory} for n, b in background.items()}
@@ -160,6 +183,21 @@ def main() -> int:
                 outcomes.append(harness.run(strategy, trace))
             rounds.append(outcomes)
         say("shutting down")
+    return report(rounds, traces, shape, out, started, save=True)
+
+
+def report(
+    rounds: list[list[Outcome]],
+    traces: list[Trace],
+    shape: TraceShape,
+    out: Path,
+    started: float,
+    *,
+    save: bool,
+) -> int:
+    """Print the tables, medians, targets and why a target is missed; with ``save``, write
+    out/quality.html, .json and .png. 0 when every target is met."""
+    seeds = [t.seed for t in traces]
     print("quality: the same trace through each strategy, measured from true node usage")
     lines = [trace_note(shape, t.seed, len(t.arrivals), t.bursts) for t in traces]
     lines += setting_notes()
@@ -176,16 +214,19 @@ def main() -> int:
         "targets (burst trace"
         + (f", medians of {len(rounds)} rounds):" if len(rounds) > 1 else "):")
     )
-    checks, ok = targets(median_figures(rounds))
+    medians = median_figures(rounds)
+    checks, ok = targets(medians)
+    checks += why(rounds, medians)
     for line in checks:
         print(line)
-    (out / "quality.html").write_text(render_html(rounds[0], lines + checks))
-    (out / "quality.json").write_text(
-        json.dumps([[recorded(o) for o in outcomes] for outcomes in rounds])
-    )
-    print(f"\nchart (round 1): {out / 'quality.html'}")
-    print(render_png(rounds[0], out / "quality.png"))
-    print(f"whole run: {time.monotonic() - started:.0f} s")
+    if save:
+        (out / "quality.html").write_text(render_html(rounds[0], lines + checks))
+        (out / "quality.json").write_text(
+            json.dumps([[recorded(o) for o in outcomes] for outcomes in rounds])
+        )
+        print(f"\nchart (round 1): {out / 'quality.html'}")
+        print(render_png(rounds[0], out / "quality.png"))
+        print(f"whole run: {time.monotonic() - started:.0f} s")
     return 0 if ok else 1
 
 

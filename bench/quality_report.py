@@ -10,10 +10,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.quality_run import Outcome
-from bench.quality_strategies import CPU_LIMIT, MEMORY_LIMIT
-from sandbox.workload import Quality, percentile, quality
+from bench.quality_strategies import BY_KEY, CPU_LIMIT, MEMORY_LIMIT
+from sandbox.workload import Load, Quality, Recording, percentile, quality
 
 COLORS = {
     "plain": "#7f8c8d",
@@ -145,6 +146,71 @@ def targets(measured: dict[str, Figures]) -> tuple[list[str], bool]:
         ok = ok and met
         lines.append(f"  {name}: {'met' if met else 'MISSED'} (ratio {ratio:.2f}; {figures})")
     return lines, ok
+
+
+def why(rounds: Sequence[Sequence[Outcome]], measured: dict[str, Figures]) -> list[str]:
+    """For each target the medians miss, what the recording shows behind it: the nodes that
+    carried estimation's overload (node-seconds, each round), or its pods slower than the
+    latency bound (how many, how slow, each round)."""
+    est, hot, plain = (measured.get(k) for k in ("estimation", "hot-only", "plain"))
+    if est is None or hot is None or plain is None:
+        return []
+    lines = []
+    if est.overload > min(0.5 * hot.overload, 0.2 * plain.overload):
+        for number, outcomes in enumerate(rounds, 1):
+            for o in outcomes:
+                if o.strategy.key == "estimation" and o.skipped is None:
+                    carried = overload_by_node(o)
+                    top = ", ".join(f"{n} {s:.0f} s" for n, s in carried[:3]) or "none"
+                    lines.append(f"  why (overload), round {number}: node-seconds by node: {top}")
+    bound = 1.1 * hot.latency_p99
+    if est.latency_p99 > bound:
+        for number, outcomes in enumerate(rounds, 1):
+            for o in outcomes:
+                if o.strategy.key == "estimation" and o.skipped is None:
+                    slow = sorted((t for t in o.latencies if t > bound), reverse=True)
+                    shown = ", ".join(f"{t:.1f}" for t in slow[:6])
+                    lines.append(
+                        f"  why (latency), round {number}: {len(slow)} of {len(o.latencies)} "
+                        f"pods took over {bound:.2f} s to bind"
+                        + (f" ({shown} s)" if slow else "")
+                        + f"; p99 is the {_rank_from_top(len(o.latencies))} slowest"
+                    )
+    return lines
+
+
+def overload_by_node(outcome: Outcome) -> list[tuple[str, float]]:
+    """Node-seconds above a limit per node, most first (the samples' gaps as in
+    :func:`sandbox.workload.quality`)."""
+    times, samples = outcome.recording.times, outcome.recording.samples
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps.append(statistics.median(gaps) if gaps else 1.0)
+    carried: dict[str, float] = {}
+    for gap, sample in zip(gaps, samples, strict=True):
+        for name, load in sample.items():
+            if load.cpu > CPU_LIMIT or load.memory > MEMORY_LIMIT:
+                carried[name] = carried.get(name, 0.0) + gap
+    return sorted(carried.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _rank_from_top(count: int) -> str:
+    rank = count - max(math.ceil(0.99 * count), 1) + 1
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(rank, f"{rank}th")
+
+
+def replayed(record: dict[str, Any]) -> Outcome:
+    """An outcome read back from out/quality.json (:func:`recorded`)."""
+    recording = Recording()
+    for at, cpu, memory in zip(record["times"], record["cpu"], record["memory"], strict=True):
+        recording.add(at, {n: Load(cpu[n], memory[n]) for n in cpu})
+    return Outcome(
+        BY_KEY[record["strategy"]],
+        recording,
+        list(record["latencies"]),
+        pending=record["pending"],
+        created=record["created"],
+        skipped=record["skipped"],
+    )
 
 
 def recorded(outcome: Outcome) -> dict[str, object]:

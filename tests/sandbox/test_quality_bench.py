@@ -3,9 +3,20 @@ judged from measured figures."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from bench.quality_report import figures, median_figures, render_medians, render_table, targets
+from bench.quality_report import (
+    figures,
+    median_figures,
+    recorded,
+    render_medians,
+    render_table,
+    replayed,
+    targets,
+    why,
+)
 from bench.quality_run import Outcome
 from bench.quality_strategies import BY_KEY, DEFAULT, STRATEGIES
 from sandbox.workload import Load, Recording
@@ -106,3 +117,31 @@ def test_rounds_are_judged_by_each_strategys_median() -> None:
     assert not targets(figures(rounds[1]))[1]
     table = render_medians(rounds)
     assert "1/1.00, 9/1.00, 2/1.00" in table.splitlines()[3]
+
+
+def test_a_missed_target_says_what_the_recording_shows_behind_it() -> None:
+    """Estimation 3 s over on node a (hot-only 4, plain 10: 3/4 misses 0.5), and 2 of its 4
+    pods slower than 1.1 × hot-only's p99 of 1.0 s."""
+    outcomes = [
+        run("plain", [0.9] * 10 + [0.1] * 10, [0.5, 1.0]),
+        run("hot-only", [0.9] * 4 + [0.1] * 16, [0.5, 1.0]),
+        run("estimation", [0.9] * 3 + [0.1] * 17, [0.5, 1.0, 9.0, 12.5]),
+    ]
+    lines = why([outcomes], figures(outcomes))
+    assert lines == [
+        "  why (overload), round 1: node-seconds by node: a 3 s",
+        "  why (latency), round 1: 2 of 4 pods took over 1.10 s to bind (12.5, 9.0 s); "
+        "p99 is the 1st slowest",
+    ]
+    met = [*outcomes[:2], run("estimation", [0.1] * 20, [0.5, 1.0])]
+    assert why([met], figures(met)) == []
+
+
+def test_a_saved_run_reads_back_as_it_was_measured() -> None:
+    outcomes = [
+        run("hot-only", [0.9] * 4 + [0.1] * 16, [0.5, 1.0]),
+        Outcome(BY_KEY["lvrb"], skipped="no scoring"),
+    ]
+    back = [replayed(json.loads(json.dumps(recorded(o)))) for o in outcomes]
+    assert render_table(back) == render_table(outcomes)
+    assert figures(back) == figures(outcomes)
