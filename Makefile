@@ -50,7 +50,7 @@ bench: setup
 	$(BIN)/python bench/quota.py
 	$(BIN)/python bench/dispatch.py
 
-## bench-quality: six strategies through three seeded workload traces, judged by medians (about 100 minutes)
+## bench-quality: five strategies through three seeded workload traces, judged by medians (about 85 minutes)
 bench-quality: setup
 	$(BIN)/python bench/quality.py --rounds 3
 

@@ -1,9 +1,10 @@
-"""Do clusters run cooler? The same seeded workload trace through six strategies on the real
+"""Do clusters run cooler? The same seeded workload trace through each strategy on the real
 control plane, measured from the nodes' true usage rather than the lagging metrics.
 
 Strategies (bench/quality_strategies.py): the plain kube-scheduler; crane's model (loadsched,
 hot value, no estimation); loadsched with estimation; Trimaran's TargetLoadPacking and
-LoadVariationRiskBalancing (loadsched's extender with ``spec.scoring``). Each starts from the
+LoadVariationRiskBalancing (loadsched's extender with ``spec.scoring``); on request,
+estimation-wait and estimation-minmax. Each starts from the
 same cluster: no bench pods, the exporter at every node's background load, the 1-minute
 metrics settled back to it, a fresh annotator, the extender started with the strategy's
 policy and a kube-scheduler with it (or without any extender, for plain).

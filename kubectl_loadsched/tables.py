@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
+
+from shared.quantity import format_quantity
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -48,11 +51,13 @@ def explain_table(result: dict[str, Any]) -> str:
         + (" (DaemonSet: load never rejects it)" if result["daemonset"] else ""),
         f"elastic quota: {quota['rule']}: {quota['message']}",
     ]
-    for r in quota["resources"]:
-        head.append(
-            f"  {r['resource']}: used {r['used']} + request {r['request']} = {r['after']}, "
-            f"min {r['min']}, max {r['max'] or 'none'}, borrowed {r['borrowed']}"
-        )
+    estimate = result.get("estimate")
+    if estimate:
+        memory = format_quantity("memory", Fraction(estimate["memory"]).limit_denominator())
+        line = f"estimate: {estimate['cpu']:.3g} cores, {memory} once it runs"
+        if result.get("placed_without_room"):
+            line += "; no node has room for it: the nodes under their limits on their own pass it"
+        head.append(line)
     rows = []
     for node in result["nodes"]:
         score = node["score"]
@@ -69,7 +74,7 @@ def explain_table(result: dict[str, Any]) -> str:
                 str(score["score"]),
                 f"{score['hot_value']:g} (-{score['hot_penalty']})",
                 str(node["placed"]),
-                why if not node["passed"] else "",
+                why if not node["passed"] or result.get("placed_without_room") else "",
             ]
         )
     header = ["NODE", "VERDICT", "SCORE", "OF 100", "HOT", "ESTIMATED PODS", "WHY"]

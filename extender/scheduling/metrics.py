@@ -40,10 +40,11 @@ class ExtenderMetrics:
             registry=self.registry,
         )
         self.placed_without_room = Counter(
-            "loadsched_extender_pods_placed_without_room_total",
-            "Filter calls (estimation, whenNoNodeHasRoom: place) where no node asked about had "
-            "room for the pod's own estimate, so the nodes under their limits on their own "
-            "passed it; with whenNoNodeHasRoom: wait these pods wait instead.",
+            "loadsched_extender_placed_without_room_total",
+            "Filter answers (estimation, whenNoNodeHasRoom: place) for a pod no node asked "
+            "about had room for, which passed the nodes under their limits on their own; with "
+            "whenNoNodeHasRoom: wait such a pod waits instead. A pod asked about again counts "
+            "again.",
             registry=self.registry,
         )
         self.unknown_annotations = Counter(

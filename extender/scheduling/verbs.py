@@ -294,6 +294,13 @@ class LoadAwareExtender:
                     # placed without room, the pod takes any node passing on its own
                     None if tally.place else need,
                 )
+        if tally.placed_without_room and logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "pod/%s: no node asked about has room for its estimate %s; passed the nodes "
+                "under their limits on their own",
+                pod.key,
+                need,
+            )
         if tally.rejected and logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "pod/%s: %d node(s) rejected: %s",

@@ -14,6 +14,7 @@ from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import NodeLoadCache, decode_node
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.verbs import LoadAwareExtender
+from kubectl_loadsched.tables import explain_table
 from shared.annotations import encode_metric
 from shared.load_model import LoadRules
 from shared.pods import POD_DECODER, Pod
@@ -292,7 +293,7 @@ async def test_a_node_without_room_for_the_pod_refuses_it(
         f'reason="overloaded-with-pod"}} {refused}.0'
     ) in counted
     without_room = 0 if when == "wait" else 1
-    assert f"loadsched_extender_pods_placed_without_room_total {without_room}.0" in counted
+    assert f"loadsched_extender_placed_without_room_total {without_room}.0" in counted
 
 
 @pytest.mark.parametrize("mode", ["names", "full"])
@@ -315,7 +316,7 @@ async def test_placed_without_room_only_where_the_node_is_under_its_limit_alone(
     small = await post(client, "filter", filter_args(mode, nodes, placing("small", "2")))
     assert passed(mode, small) == ["n2"]  # 1.7 cores fit n2: the room counts again
     counted = (await client.get("/metrics")).text
-    assert "loadsched_extender_pods_placed_without_room_total 2.0" in counted
+    assert "loadsched_extender_placed_without_room_total 2.0" in counted
 
 
 async def test_without_estimation_the_pod_being_placed_is_not_counted(
@@ -328,15 +329,39 @@ async def test_without_estimation_the_pod_being_placed_is_not_counted(
     assert result["NodeNames"] == ["n1"]  # crane: the node's own value only
 
 
-def explainer(estimation: dict[str, Any]) -> Explainer:
-    """n1 at 0.50 and n2 at 0.30 of 8 cores: 1.2 and 2.8 cores of room below 0.65."""
+@pytest.mark.parametrize("stale", ["failOpen", "failClosed"])
+async def test_a_node_the_cache_lacks_counts_as_its_stale_data_rule_says(
+    make_client: ClientFactory, stale: str
+) -> None:
+    """n1 and n2 lack room for a 3-core pod (2.55 estimated); ``ghost`` is not cached. Open,
+    the ghost passes, so n1 and n2 refuse for room; closed, it is refused, and n1 and n2 pass
+    the pod without room."""
+    nodes = [node("n1", 0.40, 1), node("n2", 0.50, 2)]
+    client = await make_client(
+        fake=cluster(nodes, []),
+        the_policy=the_policy(estimation={"enabled": True}, staleData=stale),
+    )
+    await ready(client)
+    args = payloads.names_args(["n1", "ghost", "n2"], placing("big", "3"))
+    result = await post(client, "filter", args)
+    failed = result["FailedAndUnresolvableNodes"] or {}
+    if stale == "failOpen":
+        assert (result["NodeNames"], sorted(failed)) == (["ghost"], ["n1", "n2"])
+    else:
+        assert (result["NodeNames"], sorted(failed)) == (["n1", "n2"], ["ghost"])
+    without_room = 0 if stale == "failOpen" else 1
+    counted = (await client.get("/metrics")).text
+    assert f"loadsched_extender_placed_without_room_total {without_room}.0" in counted
+
+
+def explainer(estimation: dict[str, Any], *loads: float) -> Explainer:
+    """n1 at 0.50 and n2 at 0.30 of 8 cores: 1.2 and 2.8 cores of room below 0.65; then a node
+    n3, n4, ... at each of ``loads``."""
     rules = LoadRules.from_policy(the_policy(estimation=estimation))
     cache = NodeLoadCache(rules)
+    usage = [0.50, 0.30, *loads]
     cache.replace(
-        [
-            decode_node(payloads.encode(node("n1", 0.50, 1))),
-            decode_node(payloads.encode(node("n2", 0.30, 2))),
-        ]
+        [decode_node(payloads.encode(node(f"n{i}", u, i))) for i, u in enumerate(usage, 1)]
     )
     decide = LoadAwareExtender(
         rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
@@ -359,14 +384,21 @@ def test_explain_shows_the_pods_estimate_and_the_room_it_lacks() -> None:
 
 @pytest.mark.parametrize("when", ["wait", "place"])
 def test_explain_says_when_no_node_has_room(when: str) -> None:
-    """A 3.3-core pod (2.805 estimated) fits neither n1 (1.2 cores of room) nor n2 (2.8)."""
-    explain = explainer({"enabled": True, "whenNoNodeHasRoom": when}).explain
+    """A 3.3-core pod (2.805 estimated) fits neither n1 (1.2 cores of room) nor n2 (2.8); n3
+    is over the limit on its own and refuses it either way."""
+    explain = explainer({"enabled": True, "whenNoNodeHasRoom": when}, 0.90).explain
     explained = explain(decoded(placing("big", "3.3")))
     assert explained.placed_without_room is (when == "place")
-    for row in explained.nodes:
+    over = explained.nodes[-1]
+    assert (over.node, over.passed, over.rejected_by) == ("n3", False, "cpu_usage_avg_5m")
+    for row in explained.nodes[:-1]:
         assert row.passed is (when == "place")
         assert row.reason is not None and "with this pod is above 0.65" in row.reason
         assert row.reason.startswith("passes: no node has room") is (when == "place")
+    table = explain_table(explained.model_dump(mode="json"))  # kubectl loadsched explain
+    assert "estimate: 2.8 cores, 179.2Mi once it runs" in table
+    assert ("no node has room for it" in table) is (when == "place")
+    assert table.count("with this pod is above 0.65") == 2
 
 
 async def test_target_load_packing_scores_per_pod(make_client: ClientFactory) -> None:

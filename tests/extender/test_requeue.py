@@ -360,6 +360,8 @@ def estimated(when: str) -> LoadRules:
 
 ESTIMATED = estimated("wait")
 """Estimation where a pod no node has room for waits (with ``place`` it never waits for room)."""
+PLACED = estimated("place")
+"""Estimation where a pod no node has room for goes to a node under its limits on its own."""
 
 
 def sized(name: str, usage: float) -> Node:
@@ -399,10 +401,6 @@ async def test_a_pod_refused_for_want_of_room_is_requeued_once_it_fits() -> None
     assert [path for path, _ in rig.patches] == ["/api/v1/nodes/n2"]
     assert rig.counted("loadsched_extender_requeue_transitions_total", cause="load") == 1
     assert rig.filter(NAMES, one_core) == ["n2"]
-
-
-PLACED = estimated("place")
-"""Estimation where a pod no node has room for goes to a node under its limits on its own."""
 
 
 async def test_a_node_that_passes_again_without_room_for_the_waiting_pod_is_no_transition() -> None:
