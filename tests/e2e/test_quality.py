@@ -14,7 +14,7 @@ no node has room for a pod, each node under the limit on its own takes one more
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -39,10 +39,16 @@ extender (kube-scheduler binds in the background; with the bind verb the extende
 as the binding reaches it, not when its pod watch shows it)."""
 
 
+def room(node: str) -> int:
+    """Pods a node has room for: each is admitted while the node's value with the pods already
+    there and this one is at most the limit."""
+    return math.floor((CPU_LIMIT - CPU[node]) / ESTIMATE + 1e-9)
+
+
 def headroom(node: str) -> int:
-    """Pods a node takes under the limit: each is admitted while the node's value with the
-    pods already there is at most the limit."""
-    return math.floor((CPU_LIMIT - CPU[node]) / ESTIMATE + 1e-9) + 1
+    """Pods a node takes with ``whenNoNodeHasRoom: place``: once no node has room, one more
+    while the node's value with the pods already there is at most the limit."""
+    return room(node) + 1
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +139,26 @@ def burst(sandbox: Sandbox, stack: MetricsStack, tmp_path_factory, strategy: Str
     return counts
 
 
-def test_estimation_spreads_a_burst_that_the_hot_value_piles_onto_one_node(
+@pytest.fixture(scope="module")
+def bursts(
     sandbox: Sandbox, stack: MetricsStack, tmp_path_factory
+) -> Callable[[str], dict[str, int]]:
+    """Pods per node of one burst through a strategy, placed once per module."""
+    placed: dict[str, dict[str, int]] = {}
+
+    def of(key: str) -> dict[str, int]:
+        if key not in placed:
+            placed[key] = burst(sandbox, stack, tmp_path_factory, BY_KEY[key])
+        return placed[key]
+
+    return of
+
+
+def test_estimation_spreads_a_burst_that_the_hot_value_piles_onto_one_node(
+    bursts: Callable[[str], dict[str, int]],
 ) -> None:
-    estimation = burst(sandbox, stack, tmp_path_factory, BY_KEY["estimation"])
-    hot_only = burst(sandbox, stack, tmp_path_factory, BY_KEY["hot-only"])
+    estimation = bursts("estimation")
+    hot_only = bursts("hot-only")
     allowed = {node: headroom(node) + IN_FLIGHT for node in estimation}
     over = {node: n for node, n in estimation.items() if n > allowed[node]}
     assert not over, f"estimation placed more than the headroom {allowed}: {estimation}"
@@ -146,3 +167,16 @@ def test_estimation_spreads_a_burst_that_the_hot_value_piles_onto_one_node(
         f"hot value only should pile onto {QUIET} beyond its headroom: {hot_only}; "
         f"with estimation: {estimation}"
     )
+
+
+def test_when_no_node_has_room_place_fills_each_node_one_past_it_and_wait_stops_at_it(
+    bursts: Callable[[str], dict[str, int]],
+) -> None:
+    """30 pods, room for 13 (6 on the quiet node, 1 on each other): with ``place`` every node
+    then takes one more while it is under the limit on its own, and the rest wait; with
+    ``wait`` (Koordinator) each node stops at its room and 17 wait."""
+    placed, waited = bursts("estimation"), bursts("estimation-wait")
+    for node in placed:
+        assert headroom(node) <= placed[node] <= headroom(node) + IN_FLIGHT, (node, placed)
+        assert room(node) <= waited[node] <= room(node) + IN_FLIGHT, (node, waited)
+    assert sum(placed.values()) >= sum(map(headroom, placed)) > sum(map(room, placed))
