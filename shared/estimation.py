@@ -5,8 +5,15 @@ sample is not in it at all; a pod bound ``t`` before it is in it for ``t / windo
 window. Until the window covers the pod, the load model adds the part it misses:
 
     added = Σ pods  estimate(pod, resource) / node size(resource) × (1 - covered(pod))
+          - Σ gone  estimate(pod, resource) / node size(resource) × held(pod)
     covered(pod) = clamp((sample time - started(pod)) / window, 0, 1)
+    held(pod) = the part of the window from started(pod) until it left (0 before it started)
     started(pod) = its Ready time, at the latest the policy's ``startup`` after binding
+
+A pod that has left the node (deleted, or finished) is still in the samples whose window saw it
+run; with ``subtractDeparted`` (the default) that part of its estimate is taken off, so a node
+whose pods are being replaced (a rolling update, a burst after a burst) does not read as
+holding both.
 
 A pod uses little before its containers run, so its window starts when it is Ready (kubelet
 sets the condition) or, for a pod not Ready by then, ``startup`` (default 30 s) after binding.
@@ -52,6 +59,9 @@ class Placement:
     multiplier, else its default, per container), when that strategy is configured."""
     ready_at: datetime | None = None
     """When the pod became Ready, if it is."""
+    gone_at: datetime | None = None
+    """When the pod left the node (deleted or finished), for a pod that has: the samples
+    taken up to a window later still hold its use."""
 
     def started_at(self, startup: timedelta) -> datetime:
         """When the pod is taken to start using what it uses: its Ready time, at the latest
@@ -170,10 +180,28 @@ def estimated_share(
         return 0.0
     added = 0.0
     for placement in placements:
-        part = uncovered(placement.started_at(policy.startup), sample_at, window)
-        if part > 0:
+        started = placement.started_at(policy.startup)
+        if placement.gone_at is not None:
+            part = -still_held(started, placement.gone_at, sample_at, window)
+        else:
+            part = uncovered(started, sample_at, window)
+        if part:
             added += pod_estimate(placement, resource, policy) * part
     return added / size
+
+
+def still_held(
+    started_at: datetime, gone_at: datetime, sample_at: datetime, window: timedelta
+) -> float:
+    """The part of ``window`` before ``sample_at`` during which a pod that has left ran: what
+    the sample still holds of a pod that will not use anything any more (0 for a pod that left
+    before the window, or before it started)."""
+    span = window.total_seconds()
+    if not span > 0:
+        return 0.0
+    begin = max(started_at, sample_at - window)
+    end = min(gone_at, sample_at)
+    return max(0.0, (end - begin).total_seconds() / span)
 
 
 def predicted_cpu(

@@ -179,8 +179,8 @@ def refusal_for(verdict: Verdict, need: Need, node: str) -> tuple[str, tuple[str
             total = room.measured + room.estimated + share
             return (
                 f"Load[{room.metric}]={total:.5f} of node[{node}] with this pod is above "
-                f"{room.limit:g} ({room.measured:.5f} measured + {room.estimated:.5f} estimated"
-                f" for pods the sample does not show yet + {share:.5f} this pod)",
+                f"{room.limit:g} ({room.measured:.5f} measured {_estimated(room.estimated)}"
+                f" + {share:.5f} this pod)",
                 (room.metric, WITH_POD),
             )
     return None
@@ -206,13 +206,20 @@ def overload_message(
     metric: str, value: float, node: str, limit: float, estimated: float = 0.0
 ) -> str:
     """crane's message; with an estimate, the total and what it is made of."""
-    if estimated > 0:
+    if estimated:
         return (
             f"Load[{metric}]={value + estimated:.5f} of node[{node}] is above {limit:g} "
-            f"({value:.5f} measured + {estimated:.5f} estimated"
-            " for pods the sample does not show yet)"
+            f"({value:.5f} measured {_estimated(estimated)})"
         )
     return f"Load[{metric}]={value:.5f} of node[{node}] is above {limit:g}"
+
+
+def _estimated(estimated: float) -> str:
+    """What estimation adds (pods the sample does not show yet) or, net, takes off (pods gone
+    that it still shows)."""
+    if estimated >= 0:
+        return f"+ {estimated:.5f} estimated for pods the sample does not show yet"
+    return f"- {-estimated:.5f} estimated for pods gone that the sample still shows"
 
 
 def hot_message(hot: float, node: str, limit: int) -> str:
@@ -255,6 +262,8 @@ def evaluate(
                     size=size,
                     policy=estimation,
                 )
+                # pods gone take off at most what the sample holds
+                added = max(added, -value.value)
         return value, added
 
     overload: str | None = None
@@ -324,7 +333,7 @@ def evaluate(
         hot=hot_now,
         strategy=strategy,
         limits_error=load.limits_error,
-        placed=len(placed),
+        placed=sum(1 for p in placed if p.gone_at is None),
         rooms=tuple(rooms.values()) if overload is None else (),
     )
 

@@ -240,6 +240,9 @@ class EstimationPolicy(_Strict):
     nodes under their limits on their own (crane's filter, with the estimates of the pods
     already there), so each takes about one pod past its room and no pod waits on an estimate;
     ``wait`` refuses them all, as Koordinator does, and the pod waits until a node has room."""
+    subtract_departed: bool = Field(default=True, alias="subtractDeparted")
+    """A pod that left the node (deleted or finished) is taken off the node's value for the
+    part of the metric's window it still holds, at its estimate."""
     startup: GoDuration = timedelta(seconds=30)
     """How long after binding a pod that is not Ready yet is still taken as not started: its
     window starts at its Ready time, at the latest this long after binding (a pod uses little

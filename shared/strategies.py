@@ -64,7 +64,9 @@ def strategy_inputs(
         # Trimaran's own rule: pods bound since, or within its reporting interval before, the
         # sample are predicted
         since = value.timestamp - REPORTING_INTERVAL
-        missing = sum(p.predicted_cpu for p in placements if p.bound_at > since)
+        missing = sum(
+            p.predicted_cpu for p in placements if p.bound_at > since and p.gone_at is None
+        )
         return Packed(value.value * capacity + missing, capacity)
     if rules.risk is not None:
         return Risked(

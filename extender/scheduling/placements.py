@@ -2,8 +2,11 @@
 TargetLoadPacking add to a node's measured values.
 
 A pod is kept from its binding for the policy's retention (beyond it, no sample the rules
-still trust can miss the pod), and dropped once it is deleted or finished. Every change to a
-node's pods is reported (``on_change``), so that node's verdict is computed again.
+still trust can miss the pod). Once it is deleted or finished it is kept as gone, with the time
+it left, for the retention after that (with estimation's ``subtractDeparted``: the samples
+still hold it for a window), else dropped. A list (after a watch restarts) forgets pods gone
+before it. Every change to a node's pods is reported (``on_change``), so that node's verdict
+is computed again.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ class PlacementIndex:
         self._on_change = on_change
         self._by_node: dict[str, dict[str, Placement]] = {}
         self._node_of: dict[str, str] = {}
+        self._gone: dict[str, str] = {}
+        """The node of each pod kept as gone (in ``_by_node`` with ``gone_at``)."""
         self._frozen: dict[str, tuple[Placement, ...]] = {}
         self._pruned_at: datetime | None = None
 
@@ -46,7 +51,8 @@ class PlacementIndex:
         return len(self._node_of)
 
     def of(self, node: str) -> tuple[Placement, ...]:
-        """The pods bound to ``node`` within the retention, oldest first."""
+        """The pods bound to ``node`` within the retention, and those gone from it within the
+        retention (``gone_at`` set), oldest binding first."""
         frozen = self._frozen.get(node)
         if frozen is None:
             pods = self._by_node.get(node)
@@ -57,7 +63,7 @@ class PlacementIndex:
 
     def replace(self, items: Sequence[Pod]) -> None:
         before = set(self._by_node)
-        self._by_node, self._node_of, self._frozen = {}, {}, {}
+        self._by_node, self._node_of, self._gone, self._frozen = {}, {}, {}, {}
         now = self._clock()
         for pod in items:
             if _running_on(pod):
@@ -70,7 +76,7 @@ class PlacementIndex:
     def apply(self, event: str, item: Pod) -> None:
         uid = item.metadata.uid
         if event == "DELETED" or item.is_terminal:
-            self._remove(uid)
+            self._depart(item)
             return
         node = item.spec.nodeName
         if not node:
@@ -119,10 +125,15 @@ class PlacementIndex:
         self._pruned_at = now
         since = now - self._rules.retention
         for node, pods in list(self._by_node.items()):
-            old = [uid for uid, p in pods.items() if p.bound_at <= since]
+            old = [
+                uid
+                for uid, p in pods.items()
+                if (p.bound_at <= since if p.gone_at is None else p.gone_at <= since)
+            ]
             for uid in old:
                 del pods[uid]
-                del self._node_of[uid]
+                if self._node_of.pop(uid, None) is None:
+                    del self._gone[uid]
             if old:
                 self._frozen.pop(node, None)
             if not pods:
@@ -134,6 +145,32 @@ class PlacementIndex:
         node, uid = node or pod.spec.nodeName, pod.metadata.uid
         self._by_node.setdefault(node, {})[uid] = placement_of(pod, bound_at, self._rules)
         self._node_of[uid] = node
+        self._frozen.pop(node, None)
+        self._on_change(node)
+
+    def _depart(self, pod: Pod) -> None:
+        """``pod`` left its node (deleted, or finished): kept as gone from now on, when
+        estimation subtracts such pods, else forgotten. A pod the index did not keep (bound
+        before the retention, or before the list) is taken from the event's object."""
+        uid = pod.metadata.uid
+        estimation = self._rules.estimation
+        if estimation is None or not estimation.subtract_departed:
+            self._remove(uid)
+            return
+        if uid in self._gone:
+            return  # a finished pod's later updates, or its deletion
+        now = self._clock()
+        node = self._node_of.pop(uid, None)
+        if node is not None:
+            placement = self._by_node[node][uid]
+        else:
+            node = pod.spec.nodeName
+            if not node:
+                return
+            bound_at = _condition_time(pod) or now - self._rules.retention
+            placement = placement_of(pod, min(bound_at, now), self._rules)
+        self._by_node.setdefault(node, {})[uid] = replace(placement, gone_at=now)
+        self._gone[uid] = node
         self._frozen.pop(node, None)
         self._on_change(node)
 

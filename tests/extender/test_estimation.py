@@ -101,8 +101,34 @@ def test_the_index_keeps_recently_bound_pods_by_node() -> None:
     finished["status"]["phase"] = "Succeeded"
     pods.apply("MODIFIED", decoded(finished))
     pods.apply("DELETED", decoded(bound_pod("b", "n2", None)))
-    assert pods.of("n1") == () and [p.uid for p in pods.of("n2")] == ["uid-c"]
-    assert changed[-2:] == ["n1", "n2"]
+    gone = {p.uid: p.gone_at for p in pods.of("n1") + pods.of("n2")}
+    assert gone == {"uid-a": NOW, "uid-b": NOW, "uid-c": None}  # kept as gone
+    assert len(pods) == 1 and changed[-2:] == ["n1", "n2"]
+    changed.clear()
+    pods.apply("DELETED", decoded(finished))  # the finished pod's deletion is no news
+    assert changed == []
+
+
+@pytest.mark.parametrize("subtract", [True, False])
+def test_a_pod_gone_is_kept_for_the_retention_after_it_left(subtract: bool) -> None:
+    """Also a pod the index never kept (bound an hour ago): the samples still hold it."""
+    estimation = {"enabled": True, "subtractDeparted": subtract}
+    rules = LoadRules.from_policy(the_policy(estimation=estimation))
+    now = [NOW]
+    pods = PlacementIndex(rules, clock=lambda: now[0])
+    pods.replace([decoded(bound_pod("a", "n1", NOW - timedelta(seconds=30)))])
+    pods.apply("DELETED", decoded(bound_pod("a", "n1", NOW - timedelta(seconds=30))))
+    pods.apply("DELETED", decoded(bound_pod("old", "n1", NOW - timedelta(hours=1))))
+    if not subtract:
+        assert pods.of("n1") == ()
+        return
+    kept = pods.of("n1")
+    assert [(p.uid, p.gone_at) for p in kept] == [("uid-old", NOW), ("uid-a", NOW)]
+    assert kept[0].bound_at == NOW - timedelta(hours=1) and len(pods) == 0
+    pods.prune(NOW + rules.retention - timedelta(seconds=1))
+    assert len(pods.of("n1")) == 2
+    pods.prune(NOW + rules.retention + timedelta(minutes=1))
+    assert pods.of("n1") == ()
 
 
 def turned_ready(body: dict[str, Any], at: datetime) -> dict[str, Any]:

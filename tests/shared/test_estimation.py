@@ -1,6 +1,7 @@
 """Estimation of just-placed pods: what a sample misses of the pods bound to its node, the
 policy's fields, per-node limits, and Trimaran's prediction of a pod's CPU."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
@@ -18,6 +19,7 @@ from shared.estimation import (
     estimated_share,
     pod_estimate,
     predicted_cpu,
+    still_held,
     uncovered,
 )
 from shared.load_model import WITH_POD, LoadRules, NodeLoad, evaluate, refusal_for
@@ -64,6 +66,45 @@ def test_estimated_share_worked_example() -> None:
         pods, resource="cpu", sample_at=NOW, window=5 * MIN, size=8, policy=at_binding
     )
     assert share == pytest.approx((1.7 + 1.36) / 8)
+
+
+@pytest.mark.parametrize(
+    ("started", "gone", "held"),
+    [
+        (-10 * MIN, -2 * MIN, 0.6),  # ran through the window until 2 of its 5 minutes ago
+        (-10 * MIN, -6 * MIN, 0.0),  # left before the window
+        (-3 * MIN, -1 * MIN, 0.4),  # started within the window, left within it
+        (-10 * MIN, 1 * MIN, 1.0),  # left after the sample: the sample holds it whole
+        (-1 * MIN, -2 * MIN, 0.0),  # left before it started
+    ],
+)
+def test_still_held(started: timedelta, gone: timedelta, held: float) -> None:
+    assert still_held(NOW + started, NOW + gone, NOW, 5 * MIN) == pytest.approx(held)
+
+
+def test_a_pod_gone_is_taken_off_for_the_part_of_the_window_it_still_holds() -> None:
+    """An 8-core node sampled at NOW: a 2-core pod bound an hour ago left 2 minutes before the
+    sample (its 5-minute window holds it for 3 minutes: 1.7 × 0.6), and a 2-core pod bound after
+    the sample (1.7): (1.7 - 1.02) / 8 = 0.085. Without ``subtractDeparted`` its index keeps no
+    gone pods, so only the newcomer counts."""
+    gone = replace(pod(NOW - 60 * MIN, cpu=2), gone_at=NOW - 2 * MIN)
+    pods = [gone, pod(NOW + MIN, cpu=2)]
+    share = estimated_share(
+        pods, resource="cpu", sample_at=NOW, window=5 * MIN, size=8, policy=EstimationPolicy()
+    )
+    assert share == pytest.approx(0.085)
+    rules = policy(estimation={"enabled": True})
+    load = NodeLoad.from_annotations("n1", node(0.7), rules, SIZE)
+    verdict = evaluate(load, rules, NOW + 3 * MIN, [gone])  # 0.70 - 0.1275 = 0.5725
+    assert verdict.overload is None and verdict.placed == 0
+    assert verdict.terms[0].estimated == pytest.approx(-0.1275)
+    over = evaluate(NodeLoad.from_annotations("n1", node(0.8), rules, SIZE), rules, NOW, [gone])
+    assert over.overload == (
+        "Load[cpu_usage_avg_5m]=0.67250 of node[n1] is above 0.65 "
+        "(0.80000 measured - 0.12750 estimated for pods gone that the sample still shows)"
+    )
+    little = evaluate(NodeLoad.from_annotations("n1", node(0.05), rules, SIZE), rules, NOW, [gone])
+    assert little.terms[0].value == 0.0, "never below nothing"
 
 
 @pytest.mark.parametrize(
@@ -378,6 +419,11 @@ def test_per_node_limits(limits: str, overloaded: bool, error: str | None) -> No
         ({"estimation": {"startup": "-5s"}}, "spec.estimation.startup", ""),
         ({"estimation": {"startup": 30}}, "spec.estimation.startup", "Go duration"),
         ({"estimation": {"basis": "limits"}}, "spec.estimation.basis", "'request' or 'limit'"),
+        (
+            {"estimation": {"subtractDeparted": "sometimes"}},
+            "spec.estimation.subtractDeparted",
+            "valid boolean",
+        ),
         (
             {"estimation": {"whenNoNodeHasRoom": "queue"}},
             "spec.estimation.whenNoNodeHasRoom",
