@@ -31,12 +31,13 @@ def age(seconds: float | None) -> str:
 
 
 def reading(metric: dict[str, Any]) -> str:
-    """``0.452 (12s)``, ``0.30+0.05 (12s)`` with an estimate, or the state (``stale``)."""
+    """``0.452 (12s)``, ``0.30+0.05 (12s)`` with an estimate (``-`` for pods gone), or the
+    state (``stale``)."""
     if metric["value"] is None:
         return str(metric["state"])
     value = f"{metric['measured']:.3f}"
     if metric["estimated"]:
-        value += f"+{metric['estimated']:.3f}"
+        value += f"{metric['estimated']:+.3f}"
     return f"{value} ({age(metric['age_seconds'])})"
 
 

@@ -105,7 +105,8 @@ class MetricTerm:
     """The annotation's value, when fresh."""
     sampled_at: datetime | None
     estimated: float
-    """Added for pods the sample does not show yet."""
+    """Added for pods the sample does not show yet, net of what it still holds of pods gone
+    (negative when those weigh more)."""
     threshold: float
     """The limit (predicate, ``limit_from`` says whose) or the weight (priority)."""
     limit_from: Literal["policy", "node"] = "policy"

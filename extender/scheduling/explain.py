@@ -41,7 +41,10 @@ class MetricExplanation(BaseModel):
     state: str = Field(description="fresh, missing, stale, future, invalid, ...")
     value: float | None = Field(description="measured + estimated: what was compared and scored")
     measured: float | None = Field(description="the annotation's value, when fresh")
-    estimated: float = Field(description="added for pods the sample does not show yet (estimation)")
+    estimated: float = Field(
+        description="added for pods the sample does not show yet, net of what it still holds "
+        "of pods gone (estimation; negative when the pods gone weigh more)"
+    )
     sampled_at: datetime | None
     age_seconds: float | None = Field(description="how old the sample is now")
     limit: float | None = Field(description="a predicate's limit (0: off)")
