@@ -7,7 +7,7 @@ window. Until the window covers the pod, the load model adds the part it misses:
     added = Σ pods  estimate(pod, resource) / node size(resource) × (1 - covered(pod))
           - Σ gone  estimate(pod, resource) / node size(resource) × held(pod)
     covered(pod) = clamp((sample time - started(pod)) / window, 0, 1)
-    held(pod) = the part of the window from started(pod) until it left (0 before it started)
+    held(pod) = the part of the window from its Ready time until it left (0 if never Ready)
     started(pod) = its Ready time, at the latest the policy's ``startup`` after binding
 
 A pod that has left the node (deleted, or finished) is still in the samples whose window saw it
@@ -174,17 +174,23 @@ def estimated_share(
     window: timedelta,
     size: float,
     policy: EstimationPolicy,
+    releases: bool = True,
 ) -> float:
-    """The fraction of the node (``size``: cores or bytes) the sample misses of its pods."""
+    """The fraction of the node (``size``: cores or bytes) the sample misses of its pods, net
+    of what it still holds of pods gone (only for a value that ``releases`` them: an average,
+    not a maximum); negative when those weigh more."""
     if not size > 0:
         return 0.0
     added = 0.0
     for placement in placements:
-        started = placement.started_at(policy.startup)
         if placement.gone_at is not None:
+            # a pod that left counts from its Ready time only: one never Ready used little
+            if not releases or placement.ready_at is None:
+                continue
+            started = max(placement.ready_at, placement.bound_at)
             part = -still_held(started, placement.gone_at, sample_at, window)
         else:
-            part = uncovered(started, sample_at, window)
+            part = uncovered(placement.started_at(policy.startup), sample_at, window)
         if part:
             added += pod_estimate(placement, resource, policy) * part
     return added / size

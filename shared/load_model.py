@@ -262,6 +262,7 @@ def evaluate(
                     window=rule.coverage,
                     size=size,
                     policy=estimation,
+                    releases=rule.releases,
                 )
                 # pods gone take off at most what the sample holds
                 added = max(added, -value.value)

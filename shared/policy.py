@@ -114,6 +114,13 @@ class SyncPolicy(_Strict):
         """:attr:`window`, or the one the name says."""
         return self.window if self.window is not None else default_window(self.name)
 
+    @property
+    def releases(self) -> bool:
+        """Whether the value lets go of a pod a window after it left: not for a maximum
+        (crane's ``*_usage_max_avg_1h``/``_1d``, or any name with ``max``), which holds a
+        pod's peak for longer than the window it takes to show it."""
+        return "max" not in self.name
+
     @field_validator("period")
     @classmethod
     def _positive_period(cls, value: timedelta) -> timedelta:

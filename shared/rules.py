@@ -35,6 +35,9 @@ class MetricRule:
     resource: Resource | None = None
     coverage: timedelta | None = None
     """How long after a pod starts the value fully shows it; ``None``: never estimated."""
+    releases: bool = False
+    """The value lets go of a pod ``coverage`` after it left (an average, not a maximum):
+    estimation may subtract pods gone (``subtractDeparted``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +106,12 @@ class LoadRules:
         def rule(name: str, threshold: float = 0.0) -> MetricRule:
             sync = syncs[name]
             return MetricRule(
-                name, threshold, sync.period + EXTRA_ACTIVE_PERIOD, sync.measures, sync.coverage
+                name,
+                threshold,
+                sync.period + EXTRA_ACTIVE_PERIOD,
+                sync.measures,
+                sync.coverage,
+                releases=sync.coverage is not None and sync.releases,
             )
 
         predicates = tuple(rule(p.name, p.max_limit_percent) for p in spec.predicate)

@@ -62,11 +62,15 @@ class PlacementIndex:
         return frozen
 
     def replace(self, items: Sequence[Pod]) -> None:
+        """The pods listed, and the pods gone before the list (still gone)."""
         before = set(self._by_node)
-        self._by_node, self._node_of, self._gone, self._frozen = {}, {}, {}, {}
+        gone = {uid: self._by_node[node][uid] for uid, node in self._gone.items()}
+        self._by_node, self._node_of, self._frozen = {}, {}, {}
+        for uid, node in self._gone.items():
+            self._by_node.setdefault(node, {})[uid] = gone[uid]
         now = self._clock()
         for pod in items:
-            if _running_on(pod):
+            if _running_on(pod) and pod.metadata.uid not in self._gone:
                 bound_at = _listed_binding(pod, now)
                 if bound_at is not None:
                     self._add(pod, bound_at, now)
@@ -109,7 +113,8 @@ class PlacementIndex:
     def assume(self, pod: Pod, node: str) -> None:
         """Count ``pod`` on ``node`` now, as kube-scheduler binds it (the bind verb), before
         the pod watch shows the binding."""
-        if pod.metadata.uid not in self._node_of:
+        uid = pod.metadata.uid
+        if uid not in self._node_of and uid not in self._gone:
             now = self._clock()
             self._add(pod, now, now, node)
 
@@ -131,9 +136,8 @@ class PlacementIndex:
                 if (p.bound_at <= since if p.gone_at is None else p.gone_at <= since)
             ]
             for uid in old:
-                del pods[uid]
-                if self._node_of.pop(uid, None) is None:
-                    del self._gone[uid]
+                gone = pods.pop(uid).gone_at is not None
+                (self._gone if gone else self._node_of).pop(uid, None)
             if old:
                 self._frozen.pop(node, None)
             if not pods:
@@ -154,22 +158,23 @@ class PlacementIndex:
         before the retention, or before the list) is taken from the event's object."""
         uid = pod.metadata.uid
         estimation = self._rules.estimation
-        if estimation is None or not estimation.subtract_departed:
-            self._remove(uid)
+        if estimation is None or not estimation.subtract_departed or not pod.spec.nodeName:
+            self._remove(uid)  # nothing subtracts it, or it never ran (a binding assumed)
             return
         if uid in self._gone:
             return  # a finished pod's later updates, or its deletion
         now = self._clock()
+        left = _deleted_at(pod, now)
         node = self._node_of.pop(uid, None)
         if node is not None:
             placement = self._by_node[node][uid]
+        elif pod.is_terminal:
+            return  # finished before the index could see when: it may be long gone
         else:
             node = pod.spec.nodeName
-            if not node:
-                return
             bound_at = _condition_time(pod) or now - self._rules.retention
             placement = placement_of(pod, min(bound_at, now), self._rules)
-        self._by_node.setdefault(node, {})[uid] = replace(placement, gone_at=now)
+        self._by_node.setdefault(node, {})[uid] = replace(placement, gone_at=left)
         self._gone[uid] = node
         self._frozen.pop(node, None)
         self._on_change(node)
@@ -184,6 +189,14 @@ class PlacementIndex:
             self._by_node.pop(node, None)
         self._frozen.pop(node, None)
         self._on_change(node)
+
+
+def _deleted_at(pod: Pod, now: datetime) -> datetime:
+    """When a pod that left stopped: its deletion time when that is not ahead of now (its
+    containers are told to stop then), else now."""
+    stamp = pod.metadata.deletionTimestamp
+    at = parse_timestamp(stamp) if stamp else None
+    return at if at is not None and at <= now else now
 
 
 def _bound_at(placement: Placement) -> datetime:

@@ -125,10 +125,34 @@ def test_a_pod_gone_is_kept_for_the_retention_after_it_left(subtract: bool) -> N
     kept = pods.of("n1")
     assert [(p.uid, p.gone_at) for p in kept] == [("uid-old", NOW), ("uid-a", NOW)]
     assert kept[0].bound_at == NOW - timedelta(hours=1) and len(pods) == 0
+    pods.replace([])  # a list after a watch restarts: still gone
+    assert [p.uid for p in pods.of("n1")] == ["uid-old", "uid-a"]
     pods.prune(NOW + rules.retention - timedelta(seconds=1))
     assert len(pods.of("n1")) == 2
     pods.prune(NOW + rules.retention + timedelta(minutes=1))
     assert pods.of("n1") == ()
+
+
+def test_only_a_pod_seen_leaving_is_kept_as_gone() -> None:
+    """A finished pod the index never kept may have finished long ago: not kept. A pod
+    being deleted left at its deletion time. A binding assumed for a pod deleted unbound: no
+    pod ran."""
+    rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
+    pods = index(rules)
+    finished = bound_pod("done", "n1", NOW - timedelta(hours=2))
+    finished["status"]["phase"] = "Succeeded"
+    pods.apply("DELETED", decoded(finished))
+    deleting = bound_pod("going", "n1", NOW - timedelta(hours=1))
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-22T11:59:30Z"
+    pods.apply("DELETED", decoded(deleting))
+    assert [(p.uid, p.gone_at) for p in pods.of("n1")] == [
+        ("uid-going", NOW - timedelta(seconds=30))
+    ]
+    unbound = decoded(payloads.pod("never"))
+    pods.assume(unbound, "n2")
+    assert len(pods.of("n2")) == 1
+    pods.apply("DELETED", unbound)
+    assert pods.of("n2") == ()
 
 
 def turned_ready(body: dict[str, Any], at: datetime) -> dict[str, Any]:

@@ -23,7 +23,13 @@ from shared.estimation import (
     uncovered,
 )
 from shared.load_model import WITH_POD, LoadRules, NodeLoad, evaluate, refusal_for
-from shared.policy import EstimationPolicy, TargetLoadPacking, load_policy, parse_policy
+from shared.policy import (
+    EstimationPolicy,
+    TargetLoadPacking,
+    default_policy,
+    load_policy,
+    parse_policy,
+)
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -87,12 +93,24 @@ def test_a_pod_gone_is_taken_off_for_the_part_of_the_window_it_still_holds() -> 
     sample (its 5-minute window holds it for 3 minutes: 1.7 × 0.6), and a 2-core pod bound after
     the sample (1.7): (1.7 - 1.02) / 8 = 0.085. Without ``subtractDeparted`` its index keeps no
     gone pods, so only the newcomer counts."""
-    gone = replace(pod(NOW - 60 * MIN, cpu=2), gone_at=NOW - 2 * MIN)
+    gone = replace(pod(NOW - 60 * MIN, cpu=2), ready_at=NOW - 59 * MIN, gone_at=NOW - 2 * MIN)
     pods = [gone, pod(NOW + MIN, cpu=2)]
     share = estimated_share(
         pods, resource="cpu", sample_at=NOW, window=5 * MIN, size=8, policy=EstimationPolicy()
     )
     assert share == pytest.approx(0.085)
+    # never Ready, or a value that does not let go of it (a maximum): not taken off
+    for others, releases in (([replace(gone, ready_at=None)], True), ([gone], False)):
+        share = estimated_share(
+            [*others, pods[1]],
+            resource="cpu",
+            sample_at=NOW,
+            window=5 * MIN,
+            size=8,
+            policy=EstimationPolicy(),
+            releases=releases,
+        )
+        assert share == pytest.approx(1.7 / 8)
     rules = policy(estimation={"enabled": True})
     load = NodeLoad.from_annotations("n1", node(0.7), rules, SIZE)
     verdict = evaluate(load, rules, NOW + 3 * MIN, [gone])  # 0.70 - 0.1275 = 0.5725
@@ -458,6 +476,15 @@ def test_defaults_read_from_metric_names() -> None:
     assert rules.estimation.startup == timedelta(seconds=30)
     assert rules.retention == timedelta(seconds=30) + 5 * MIN + 3 * MIN + 5 * MIN
     assert not policy().reads_pods
+    assert cpu.releases, "an average lets go of a pod a window after it left"
+    crane = LoadRules.from_policy(default_policy())
+    held = {r.name: r.releases for r in crane.predicates}
+    assert held == {
+        "cpu_usage_avg_5m": True,
+        "cpu_usage_max_avg_1h": False,  # a maximum holds a pod's peak for an hour
+        "mem_usage_avg_5m": True,
+        "mem_usage_max_avg_1h": False,
+    }
 
 
 ROOT = Path(__file__).resolve().parents[2]
