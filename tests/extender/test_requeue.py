@@ -364,6 +364,13 @@ PLACED = estimated("place")
 """Estimation where a pod no node has room for goes to a node under its limits on its own."""
 
 
+def requesting(name: str, cpu: str) -> dict[str, Any]:
+    """A pod requesting ``cpu``."""
+    body = payloads.pod(name)
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+    return body
+
+
 def sized(name: str, usage: float) -> Node:
     """A 4-core node at ``usage`` CPU."""
     return Node(
@@ -377,10 +384,8 @@ async def test_a_pod_refused_for_want_of_room_is_requeued_once_it_fits() -> None
     would take each past 0.65: nothing is written while that holds (each node passes an
     ordinary pod), and a write follows once n2 has the room."""
     rig = Rig([sized(n, 0.55) for n in NAMES], rules=ESTIMATED)
-    one_core = payloads.pod("big")
-    one_core["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
-    small = payloads.pod("small")
-    small["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "100m"}}
+    one_core = requesting("big", "1")
+    small = requesting("small", "100m")
     assert rig.filter(NAMES, one_core) == []
     assert rig.filter(NAMES, small) == NAMES, "a 100m pod fits"
     assert rig.filter(NAMES, one_core) == []  # still waiting
@@ -405,8 +410,7 @@ async def test_a_pod_refused_for_want_of_room_is_requeued_once_it_fits() -> None
 
 async def test_a_node_that_passes_again_without_room_for_the_waiting_pod_is_no_transition() -> None:
     rig = Rig([sized(n, 0.95) for n in NAMES], rules=ESTIMATED)
-    one_core = payloads.pod("big")
-    one_core["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    one_core = requesting("big", "1")
     assert rig.filter(NAMES, one_core) == []  # every node overloaded on its own
     rig.cache.apply("MODIFIED", sized("n3", 0.60))  # passes on its own, no room for the pod
     await rig.step()
@@ -420,8 +424,7 @@ async def test_placed_without_room_a_node_under_its_limit_on_its_own_is_retried_
     """With ``place`` the pod takes a node that passes on its own even without room for it, so
     that node's return is a transition though the pod does not fit its room."""
     rig = Rig([sized(n, 0.95) for n in NAMES], rules=PLACED)
-    one_core = payloads.pod("big")
-    one_core["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    one_core = requesting("big", "1")
     assert rig.filter(NAMES, one_core) == []  # every node overloaded on its own
     rig.cache.apply("MODIFIED", sized("n3", 0.60))  # passes on its own, no room for the pod
     await rig.step()
