@@ -204,10 +204,7 @@ def _placed_without_room(
 ) -> bool:
     """As filter decides with ``whenNoNodeHasRoom: place``: no node passes, and some refuse
     only for want of room for the pod."""
-    estimation = rules.estimation
-    if estimation is None or estimation.when_no_node_has_room != "place":
-        return False
-    if any(r is None for r in refusals):
+    if not rules.places_without_room or None in refusals:
         return False
     return any(r[1][1] == WITH_POD for r in refusals if r is not None)
 

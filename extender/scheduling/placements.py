@@ -4,8 +4,8 @@ TargetLoadPacking add to a node's measured values.
 A pod is kept from its binding for the policy's retention (beyond it, no sample the rules
 still trust can miss the pod). Once it is deleted or finished it is kept as gone, with the time
 it left, for the retention after that (with estimation's ``subtractDeparted``: the samples
-still hold it for a window), else dropped. A list (after a watch restarts) forgets pods gone
-before it. Every change to a node's pods is reported (``on_change``), so that node's verdict
+still hold it for a window), else dropped; a list (after a watch restarts) keeps them. Every
+change to a node's pods is reported (``on_change``), so that node's verdict
 is computed again.
 """
 
@@ -64,10 +64,10 @@ class PlacementIndex:
     def replace(self, items: Sequence[Pod]) -> None:
         """The pods listed, and the pods gone before the list (still gone)."""
         before = set(self._by_node)
-        gone = {uid: self._by_node[node][uid] for uid, node in self._gone.items()}
-        self._by_node, self._node_of, self._frozen = {}, {}, {}
+        kept: dict[str, dict[str, Placement]] = {}
         for uid, node in self._gone.items():
-            self._by_node.setdefault(node, {})[uid] = gone[uid]
+            kept.setdefault(node, {})[uid] = self._by_node[node][uid]
+        self._by_node, self._node_of, self._frozen = kept, {}, {}
         now = self._clock()
         for pod in items:
             if _running_on(pod) and pod.metadata.uid not in self._gone:

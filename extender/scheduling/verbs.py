@@ -327,9 +327,8 @@ class LoadAwareExtender:
         return self._refuse_all(args, decision.message, decision.preemption_may_help)
 
     def _tally(self, *, check: bool, need: Need | None) -> _Tally:
-        estimation = self._rules.estimation
-        place = estimation is not None and estimation.when_no_node_has_room == "place"
-        return _Tally(self._rules.fail_closed, check=check, need=need, place=place)
+        rules = self._rules
+        return _Tally(rules.fail_closed, check=check, need=need, place=rules.places_without_room)
 
     def _filter_names(
         self, asked: msgspec.Raw, now: datetime, *, check: bool, need: Need | None = None
