@@ -161,7 +161,14 @@ def why(rounds: Sequence[Sequence[Outcome]], measured: dict[str, Figures]) -> li
             for o in outcomes:
                 if o.strategy.key == "estimation" and o.skipped is None:
                     carried = overload_by_node(o)
-                    top = ", ".join(f"{n} {s:.0f} s" for n, s in carried[:3]) or "none"
+                    top = (
+                        ", ".join(
+                            f"{n} {s:.0f} s (peak {peak:.0%}, over from {first:.0f} to "
+                            f"{last:.0f} s)"
+                            for n, s, peak, first, last in carried[:3]
+                        )
+                        or "none"
+                    )
                     lines.append(f"  why (overload), round {number}: node-seconds by node: {top}")
     bound = 1.1 * hot.latency_p99
     if est.latency_p99 > bound:
@@ -179,18 +186,24 @@ def why(rounds: Sequence[Sequence[Outcome]], measured: dict[str, Figures]) -> li
     return lines
 
 
-def overload_by_node(outcome: Outcome) -> list[tuple[str, float]]:
-    """Node-seconds above a limit per node, most first (the samples' gaps as in
-    :func:`sandbox.workload.quality`)."""
+def overload_by_node(outcome: Outcome) -> list[tuple[str, float, float, float, float]]:
+    """Per node over a limit: its node-seconds above a limit (the samples' gaps as in
+    :func:`sandbox.workload.quality`), its peak usage then (CPU or memory, the higher), and
+    when it was first and last over (seconds from the first sample); most node-seconds first."""
     times, samples = outcome.recording.times, outcome.recording.samples
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     gaps.append(statistics.median(gaps) if gaps else 1.0)
-    carried: dict[str, float] = {}
-    for gap, sample in zip(gaps, samples, strict=True):
+    carried: dict[str, tuple[float, float, float, float]] = {}
+    for at, gap, sample in zip(times, gaps, samples, strict=True):
         for name, load in sample.items():
             if load.cpu > CPU_LIMIT or load.memory > MEMORY_LIMIT:
-                carried[name] = carried.get(name, 0.0) + gap
-    return sorted(carried.items(), key=lambda item: (-item[1], item[0]))
+                since = at - times[0]
+                seconds, peak, first, _ = carried.get(name, (0.0, 0.0, since, since))
+                carried[name] = (seconds + gap, max(peak, load.cpu, load.memory), first, since)
+    return sorted(
+        ((name, *figures) for name, figures in carried.items()),
+        key=lambda item: (-item[1], item[0]),
+    )
 
 
 def _rank_from_top(count: int) -> str:

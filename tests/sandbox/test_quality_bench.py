@@ -125,11 +125,11 @@ def test_a_missed_target_says_what_the_recording_shows_behind_it() -> None:
     outcomes = [
         run("plain", [0.9] * 10 + [0.1] * 10, [0.5, 1.0]),
         run("hot-only", [0.9] * 4 + [0.1] * 16, [0.5, 1.0]),
-        run("estimation", [0.9] * 3 + [0.1] * 17, [0.5, 1.0, 9.0, 12.5]),
+        run("estimation", [0.1] * 2 + [0.9, 0.95, 0.9] + [0.1] * 15, [0.5, 1.0, 9.0, 12.5]),
     ]
     lines = why([outcomes], figures(outcomes))
     assert lines == [
-        "  why (overload), round 1: node-seconds by node: a 3 s",
+        "  why (overload), round 1: node-seconds by node: a 3 s (peak 95%, over from 2 to 4 s)",
         "  why (latency), round 1: 2 of 4 pods took over 1.10 s to bind (12.5, 9.0 s); "
         "p99 is the 1st slowest",
     ]
