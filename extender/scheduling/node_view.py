@@ -155,7 +155,47 @@ PASSES: Standing = ()
 """A passing node's standing: empty, so false, and one object, so counted by identity."""
 
 CHANGES_KEPT = 4096
-"""How many node changes a :class:`NodeView` names back (:meth:`NodeView.changed_since`)."""
+"""How many node changes a :class:`ChangeLog` names back (:meth:`ChangeLog.since`)."""
+
+
+class ChangeLog:
+    """The nodes changed, one version per change: :meth:`since` names those changed after a
+    version, the last :data:`CHANGES_KEPT` changes back."""
+
+    __slots__ = ("_base", "_names", "version")
+
+    def __init__(self) -> None:
+        self.version = 0
+        self._names: list[str] = []
+        self._base = 0
+        """The version of the first change in ``_names``."""
+
+    def note(self, name: str) -> None:
+        self.version += 1
+        names = self._names
+        names.append(name)
+        if len(names) > CHANGES_KEPT:
+            half = len(names) // 2
+            del names[:half]
+            self._base += half
+
+    def since(self, version: int) -> list[str] | None:
+        """The nodes changed after ``version`` (in order, repeats kept); ``None`` when that is
+        further back than the changes kept."""
+        if version < self._base:
+            return None
+        return self._names[version - self._base :]
+
+
+def _filter_facts(view: NodeView, name: str) -> tuple[object, ...]:
+    """What a names-only filter answer reads of node ``name`` in ``view``: its standing (``None``
+    when the view lacks it), its unknown values and its rooms. Equal facts, equal answers."""
+    verdict = view.verdicts.get(name)
+    return (
+        view.standing.get(name),
+        view.unknowns.get(name),
+        verdict.rooms if verdict is not None else None,
+    )
 
 
 class NodeView:
@@ -177,18 +217,21 @@ class NodeView:
 
     ``clean`` (passing with every value known), ``scores`` and ``refusals`` are the same facts
     for other readers. ``version`` changes with every change, so answers computed from one
-    version can be kept until the next (:class:`extender.scheduling.verbs.AnswerMemo`), and
-    :meth:`changed_since` names the nodes changed since a version, so an answer about nodes
-    none of which changed can be kept longer (:class:`extender.scheduling.verbs.WindowMemo`)."""
+    version can be kept until the next (:class:`extender.scheduling.verbs.AnswerMemo`).
+    ``changes`` names the nodes changed since a version, so an answer about nodes none of which
+    changed can be kept longer (:class:`extender.scheduling.verbs.WindowMemo`);
+    ``filter_changes`` names only the changes a filter answer can see (a node's standing,
+    unknown values or rooms; :func:`_filter_facts`): a passing node whose new values still pass
+    changes its score, not the filter answers about it."""
 
     __slots__ = (
-        "_changes",
-        "_changes_base",
         "_frozen",
         "_frozen_version",
         "clean",
+        "changes",
         "cpu_rooms",
         "encoded_scores",
+        "filter_changes",
         "raw_scores",
         "memory_rooms",
         "reason_counts",
@@ -199,11 +242,11 @@ class NodeView:
         "standing",
         "unknowns",
         "verdicts",
-        "version",
     )
 
     def __init__(self) -> None:
-        self.version = 0
+        self.changes = ChangeLog()
+        self.filter_changes = ChangeLog()
         self.verdicts: dict[str, Verdict] = {}
         self.clean: set[str] = set()
         self.scores: dict[str, HostPriority] = {}
@@ -219,16 +262,15 @@ class NodeView:
         self.memory_rooms: dict[str, float] = {}
         self._frozen: dict[str, str] = {}
         self._frozen_version = 0
-        self._changes: list[str] = []
-        self._changes_base = 0
-        """The node each change was made to, from version ``_changes_base`` on."""
+
+    @property
+    def version(self) -> int:
+        """Changes with every change to any node."""
+        return self.changes.version
 
     def changed_since(self, version: int) -> list[str] | None:
-        """The nodes changed after ``version`` (in order, repeats kept); ``None`` when that is
-        further back than the last :data:`CHANGES_KEPT` changes."""
-        if version < self._changes_base:
-            return None
-        return self._changes[version - self._changes_base :]
+        """The nodes changed after ``version`` (:meth:`ChangeLog.since` of ``changes``)."""
+        return self.changes.since(version)
 
     def frozen_refusals(self) -> dict[str, str]:
         """``refusals`` as of this version: a copy made once per version, so that what a
@@ -242,7 +284,8 @@ class NodeView:
     def put(self, name: str, verdict: Verdict) -> None:
         if self.verdicts.get(name) is verdict:
             return  # re-evaluated to the very same verdict: nothing to change
-        self.drop(name)
+        before = _filter_facts(self, name)
+        self._forget(name)
         self.verdicts[name] = verdict
         score = self.scores[name] = HostPriority(name, verdict.extender_score)
         self.encoded_scores[name] = encoded = ENCODER.encode(score)
@@ -263,15 +306,17 @@ class NodeView:
             rooms[name] = room.left
         if verdict.overload is None and not verdict.unknown:
             self.clean.add(name)
+        self.changes.note(name)
+        if _filter_facts(self, name) != before:
+            self.filter_changes.note(name)
 
     def drop(self, name: str) -> None:
-        self.version += 1
-        changes = self._changes
-        changes.append(name)
-        if len(changes) > CHANGES_KEPT:
-            half = len(changes) // 2
-            del changes[:half]
-            self._changes_base += half
+        """The node is gone from the view."""
+        self._forget(name)
+        self.changes.note(name)
+        self.filter_changes.note(name)
+
+    def _forget(self, name: str) -> None:
         reason = self.reasons.get(name)
         if reason is not None:
             left = self.reason_counts[reason] - 1

@@ -22,6 +22,7 @@ from extender.scheduling.binding import Binder
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import (
     PASSES,
+    ChangeLog,
     NodeLoadCache,
     NodeView,
     RequestMemo,
@@ -133,12 +134,14 @@ class WindowMemo(Generic[A]):
     after pod, so the same windows come back again and again; meanwhile the annotator rewrites
     a few nodes a second (at 5,000 nodes and crane's 3-minute period, 28 a second), so a
     view version rarely lasts from one pod to the next. An answer kept here is checked against
-    the nodes changed since it was computed (:meth:`NodeView.changed_since`), in proportion to
-    those changes, not to the nodes asked about; the first check makes the window's set of
-    names, and is not made when the changes have most likely touched the window (a window of
-    every node, or many changes). The least recently used window goes first when full."""
+    the nodes changed since it was computed (``changes``: the :class:`ChangeLog` of the view
+    that names every change the answer can see), in proportion to those changes, not to the
+    nodes asked about; the first check makes the window's set of names, and is not made when
+    the changes have most likely touched the window (a window of every node, or many changes).
+    The least recently used window goes first when full."""
 
-    def __init__(self, size: int = 32) -> None:
+    def __init__(self, changes: Callable[[NodeView], ChangeLog], size: int = 32) -> None:
+        self._changes = changes
         self._size = size
         self._windows: dict[Hashable, _Window[A]] = {}
 
@@ -147,15 +150,16 @@ class WindowMemo(Generic[A]):
         window = windows.pop(key, None)
         if window is None:
             return None
-        if window.version != view.version:
-            changed = view.changed_since(window.version)
+        log = self._changes(view)
+        if window.version != log.version:
+            changed = log.since(window.version)
             if changed is None or _likely_touched(len(window.names), len(changed), view):
                 return None
             if window.nodes is None:
                 window.nodes = frozenset(window.names)
             if not window.nodes.isdisjoint(changed):
                 return None
-            window.version = view.version
+            window.version = log.version
         windows[key] = window
         return window.answer
 
@@ -164,7 +168,17 @@ class WindowMemo(Generic[A]):
         windows = self._windows
         if len(windows) >= self._size and key not in windows:
             del windows[next(iter(windows))]
-        windows[key] = _Window(view.version, names, answer)
+        windows[key] = _Window(self._changes(view).version, names, answer)
+
+
+def every_change(view: NodeView) -> ChangeLog:
+    """What a prioritize answer can see: any change (:attr:`NodeView.changes`)."""
+    return view.changes
+
+
+def filter_changes(view: NodeView) -> ChangeLog:
+    """What a filter answer can see (:attr:`NodeView.filter_changes`)."""
+    return view.filter_changes
 
 
 def _likely_touched(asked: int, changes: int, view: NodeView) -> bool:
@@ -188,6 +202,8 @@ class _Filtered(NamedTuple):
     answer: msgspec.Raw
     tally: _Tally
     passes: bool
+    passing: list[str]
+    """The nodes passed, in order: the names of the prioritize call that follows."""
 
 
 class LoadAwareExtender:
@@ -215,8 +231,8 @@ class LoadAwareExtender:
         self._quota = quota
         self._memo = RequestMemo(rules)
         self._scored = AnswerMemo[tuple[frozenset[str], PodDemand], msgspec.Raw]()
-        self._filtered = WindowMemo[_Filtered]()
-        self._prioritized = WindowMemo[msgspec.Raw]()
+        self._filtered = WindowMemo[_Filtered](filter_changes)
+        self._prioritized = WindowMemo[msgspec.Raw](every_change)
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
         """Full-node mode: (name, verdict, raw item) per node, in request order."""
@@ -263,7 +279,9 @@ class LoadAwareExtender:
         need = pod_need(pod, self._rules) if check else None
         answer: FilterResult | msgspec.Raw
         if args.names_only:
-            answer, tally, passes = self._filter_names(args.NodeNames, now, check=check, need=need)
+            answer, tally, passes, _ = self._filter_names(
+                args.NodeNames, now, check=check, need=need
+            )
         else:
             tally = self._tally(check=check, need=need)
             rows = self._full_nodes(args, now)
@@ -342,6 +360,10 @@ class LoadAwareExtender:
         kept = self._filtered.get(view, key)
         if kept is not None:
             self._metrics.filter_kept.inc()
+            if kept.passes and not self._rules.strategy_metrics:
+                # kept while its nodes' scores may have changed: the prioritize answer, if not
+                # kept as well, is prepared again
+                self._defer(partial(self._prepare_scores, kept.passing, fresh=False))
             return kept
         names = node_names(asked)
         tally = self._tally(check=check, need=need)
@@ -350,7 +372,7 @@ class LoadAwareExtender:
             passing = tally.fit_all(passing, view)
         result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.rejected)
         answer, passes = ENCODER.encode(result), bool(passing)
-        filtered = _Filtered(msgspec.Raw(answer), tally, passes)
+        filtered = _Filtered(msgspec.Raw(answer), tally, passes, passing)
         self._filtered.put(view, key, names, filtered)
         if passes and not self._rules.strategy_metrics:
             # kube-scheduler's prioritize call for this pod names exactly the nodes passed, in
@@ -359,12 +381,14 @@ class LoadAwareExtender:
             self._defer(partial(self._prepare_scores, passing))
         return filtered
 
-    def _prepare_scores(self, names: list[str]) -> None:
+    def _prepare_scores(self, names: list[str], *, fresh: bool = True) -> None:
         """Keep the pod-independent prioritize answer for ``names``, from the view as it is
-        now."""
+        now; unless ``fresh`` is false and the one kept for them still holds."""
         try:
             view = self._view(self._clock())
-            self._prioritized.put(view, ENCODER.encode(names), names, self._scores(names, view))
+            key = ENCODER.encode(names)
+            if fresh or self._prioritized.get(view, key) is None:
+                self._prioritized.put(view, key, names, self._scores(names, view))
         except Exception:  # a deferred call has no caller to raise to
             logger.exception("preparing a prioritize answer")
 
@@ -619,7 +643,7 @@ class _Tally:
         if refused:
             if len(refused) == len(view.refusals):
                 self.rejected = view.frozen_refusals()
-                self.reasons = view.reason_counts
+                self.reasons = Tally(view.reason_counts)  # kept with the answer: a copy
             else:
                 messages = map(itemgetter(0), refused)
                 self.rejected.update(zip(compress(names, standing), messages, strict=True))

@@ -221,10 +221,11 @@ def test_a_kept_answer_older_than_the_changes_named_is_computed_again(rules: Loa
     decide, cache, _ = extender(rules, [node("a", 0.3), node("b", 0.3)])
     assert ask(decide, "filter", ["a"])["NodeNames"] == ["a"]
     for i in range(CHANGES_KEPT + 1):  # b alone changes, more often than the view names back
-        cache.apply("MODIFIED", node("b", 0.3 + (i % 2) / 10))
+        cache.apply("MODIFIED", node("b", 0.3 + (i % 2) * 0.6))  # passing, then not
         decide.view(NOW)
     view = decide.view(NOW)
     assert view.changed_since(0) is None
+    assert view.filter_changes.since(0) is None
     assert decide._filtered.get(view, (payloads.encode(["a"]), True, None)) is None  # noqa: SLF001
     cache.apply("MODIFIED", node("a", 0.95))
     assert ask(decide, "filter", ["a"])["NodeNames"] == []
@@ -232,11 +233,11 @@ def test_a_kept_answer_older_than_the_changes_named_is_computed_again(rules: Loa
 
 def test_window_memo_drops_the_least_recently_used_window() -> None:
     from extender.scheduling.node_view import NodeView  # noqa: PLC0415
-    from extender.scheduling.verbs import WindowMemo  # noqa: PLC0415
+    from extender.scheduling.verbs import WindowMemo, every_change  # noqa: PLC0415
 
     view = NodeView()
     view.verdicts.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyz"))  # type: ignore[arg-type]
-    memo = WindowMemo[int](size=2)
+    memo = WindowMemo[int](every_change, size=2)
     memo.put(view, "x", ["a"], 1)
     memo.put(view, "y", ["b"], 2)
     assert memo.get(view, "x") == 1  # x used last
@@ -275,11 +276,11 @@ def test_a_window_most_likely_touched_by_the_changes_is_not_checked() -> None:
     """Checking a kept answer needs a set of the window's names: not made when the changes
     have most likely touched the window (nine in ten or more), however they fell."""
     from extender.scheduling.node_view import NodeView  # noqa: PLC0415
-    from extender.scheduling.verbs import WindowMemo  # noqa: PLC0415
+    from extender.scheduling.verbs import WindowMemo, every_change  # noqa: PLC0415
 
     view = NodeView()
     view.verdicts.update({f"n{i}": None for i in range(100)})  # type: ignore[misc]
-    memo = WindowMemo[int]()
+    memo = WindowMemo[int](every_change)
     small, large = [f"n{i}" for i in range(5)], [f"n{i}" for i in range(50)]
     memo.put(view, "small", small, 1)
     memo.put(view, "large", large, 2)
@@ -290,3 +291,56 @@ def test_a_window_most_likely_touched_by_the_changes_is_not_checked() -> None:
     memo.put(view, "all", [f"n{i}" for i in range(100)], 3)
     view.drop("n98")
     assert memo.get(view, "all") is None
+
+
+def test_a_filter_answer_is_kept_while_its_nodes_keep_their_standing(rules: LoadRules) -> None:
+    """The annotator rewrites nodes' values all the time; a passing node whose new values still
+    pass changes its score, not what filter answers: the filter answer about its window is
+    kept (and its prioritize answer prepared again, with the new score), until a node in it
+    changes standing or rejection message."""
+    current = {f"n{i}": node(f"n{i}", 0.9 if i % 4 == 0 else 0.3) for i in range(20)}
+    decide, cache, _ = extender(rules, list(current.values()))
+    window = [f"n{i}" for i in range(10)]
+    key = (payloads.encode(window), True, None)
+    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+
+    def kept(verb: str) -> float:
+        labels = {"verb": verb}
+        return registry.get_sample_value("loadsched_extender_answers_kept_total", labels) or 0.0
+
+    def change(item: Node) -> None:
+        current[item.metadata.name] = item
+        cache.apply("MODIFIED", item)
+
+    def from_scratch(verb: str, names: list[str]) -> Any:
+        fresh, _, _ = extender(rules, list(current.values()))
+        return ask(fresh, verb, names)
+
+    first = raw_filter(decide, window)
+    passed = json.loads(first)["NodeNames"]
+    scores = ask(decide, "prioritize", passed)
+    answer = decide._filtered.get(decide.view(NOW), key)  # noqa: SLF001
+    change(node("n1", 0.5, hot=3))  # still passes, a lower score
+    assert decide._filtered.get(decide.view(NOW), key) is answer  # noqa: SLF001
+    assert raw_filter(decide, window) == first
+    assert kept("filter") == 1
+    moved = ask(decide, "prioritize", passed)
+    assert kept("prioritize") == 2, "prepared again after the kept filter answer"
+    assert moved != scores
+    assert moved == from_scratch("prioritize", passed)
+    for item in (node("n2", 0.9), node("n0", 0.95), node("n2", 0.3)):  # standing, message
+        change(item)
+        assert decide._filtered.get(decide.view(NOW), key) is None  # noqa: SLF001
+        assert json.loads(raw_filter(decide, window)) == from_scratch("filter", window)
+
+
+def test_a_kept_answer_counts_its_own_rejections_after_others_change(rules: LoadRules) -> None:
+    """A window that holds every rejected node takes the view's rejections whole; kept after
+    a node outside it is rejected too, it still counts its own."""
+    decide, cache, _ = extender(rules, [node(f"n{i}", 0.9 if i == 0 else 0.3) for i in range(6)])
+    window = ["n0", "n1", "n2"]
+    raw_filter(decide, window)
+    cache.apply("MODIFIED", node("n4", 0.95))
+    before = filtered_total(decide)
+    assert json.loads(raw_filter(decide, window))["FailedAndUnresolvableNodes"].keys() == {"n0"}
+    assert filtered_total(decide) - before == 1

@@ -603,3 +603,17 @@ async def test_a_bad_binding_body_names_the_field(
     response = await client.post("/bind", content=payloads.encode(body))
     assert response.status_code == 400
     assert field in response.json()["detail"]
+
+
+def test_with_estimation_a_nodes_room_is_what_filter_answers_read() -> None:
+    """With estimation a passing node's values set the room it leaves a pod, which filter
+    answers read: a change of value is a change for them, without estimation it is not."""
+    for estimation, seen in (({"enabled": True}, 1), ({"enabled": False}, 0)):
+        rules = LoadRules.from_policy(the_policy(estimation=estimation))
+        cache = NodeLoadCache(rules)
+        cache.replace([decode_node(payloads.encode(node("n1", 0.30, 1)))])
+        view = cache.view(NOW)
+        before = view.filter_changes.version
+        cache.apply("MODIFIED", decode_node(payloads.encode(node("n1", 0.35, 1))))
+        assert cache.view(NOW).filter_changes.version - before == seen
+        assert bool(view.verdicts["n1"].rooms) == estimation["enabled"]

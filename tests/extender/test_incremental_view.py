@@ -121,13 +121,29 @@ def test_answers_after_changes_equal_answers_from_scratch(
         fresh_cache.replace(list(current.values()))
         before = counted(decide)
         assert ask(decide, "filter", names, daemonset) == ask(fresh, "filter", names, daemonset)
-        after = counted(decide)
         # the request counted alike: what was rejected, unknown, not cached
-        delta = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
-        assert delta == {k: v for k, v in counted(fresh).items() if v}
+        assert grown(before, counted(decide)) == grown({}, counted(fresh))
         assert ask(decide, "prioritize", names, daemonset) == ask(
             fresh, "prioritize", names, daemonset
         )
+        # one window asked about step after step, as kube-scheduler does: the answers kept
+        # for it are the answers from scratch, and counted alike
+        before, fresh_before = counted(decide), counted(fresh)
+        assert ask(decide, "filter", WINDOW, daemonset) == ask(fresh, "filter", WINDOW, daemonset)
+        assert grown(before, counted(decide)) == grown(fresh_before, counted(fresh))
+        passed = ask(fresh, "filter", WINDOW, daemonset)["NodeNames"]
+        assert ask(decide, "prioritize", passed, daemonset) == ask(
+            fresh, "prioritize", passed, daemonset
+        )
+
+
+WINDOW = NAMES[::3]
+"""A few of the nodes: answers kept for them are checked against the changes (a window of
+every node never is)."""
+
+
+def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
 
 
 def test_answers_are_the_full_node_answers_of_the_same_nodes() -> None:
@@ -173,3 +189,31 @@ def test_a_change_reindexes_only_the_nodes_it_touches() -> None:
     assert view.version == before + 1
     assert {n for n in standing if view.standing[n] != standing[n]} == {"n5"}
     assert {n for n in scores if view.encoded_scores[n] is not scores[n]} == {"n5"}
+
+
+def test_filter_changes_name_only_what_a_filter_answer_reads() -> None:
+    """Every change is named in ``changes``; in ``filter_changes`` only those a filter answer
+    can see: a node passing or not, its rejection message, its unknown values, its leaving. A
+    passing node whose values move but still pass changes its score alone."""
+    rules = rules_for("failOpen")
+    cache = NodeLoadCache(rules)
+    cache.replace([node(f"n{i}", 0.3, 1, None) for i in range(4)])
+    view = cache.view(NOW)
+
+    def change(kind: str, what: Node) -> tuple[int, int]:
+        every, filtered = view.changes.version, view.filter_changes.version
+        cache.apply(kind, what)
+        cache.view(NOW)
+        return view.changes.version - every, view.filter_changes.version - filtered
+
+    score = view.raw_scores["n1"]
+    assert change("MODIFIED", node("n1", 0.4, 1, None)) == (1, 0)
+    assert view.raw_scores["n1"] != score
+    assert change("MODIFIED", node("n1", 0.4, 1, 3)) == (1, 0)  # a hot value: score alone
+    assert view.encoded_scores["n1"] == b'{"Host":"n1","Score":0}'
+    assert change("MODIFIED", node("n1", 0.9, 1, None)) == (1, 1)  # rejected now
+    assert change("MODIFIED", node("n1", 0.95, 1, None)) == (1, 1)  # another message
+    assert change("MODIFIED", node("n1", None, 1, None)) == (1, 1)  # its values unknown
+    assert change("MODIFIED", node("n1", 0.3, 1, None)) == (1, 1)  # known and passing again
+    assert change("DELETED", node("n2", 0.3, 1, None)) == (1, 1)
+    assert view.filter_changes.since(view.filter_changes.version - 2) == ["n1", "n2"]
