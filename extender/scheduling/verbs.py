@@ -117,13 +117,19 @@ class AnswerMemo(Generic[K, A]):
 
 
 class _Window(Generic[A]):
-    __slots__ = ("answer", "names", "nodes", "version")
+    __slots__ = ("answer", "names", "nodes", "positions", "version")
 
     def __init__(self, version: int, names: list[str], answer: A) -> None:
         self.version = version
         self.names = names
         self.nodes: frozenset[str] | None = None
+        self.positions: dict[str, int] | None = None
         self.answer = answer
+
+
+Patch = Callable[[A, list[str], list[int], NodeView], "A | None"]
+"""Brings an answer about ``names`` up to date with the view where the nodes at the positions
+given changed; ``None`` when it cannot (the answer is then computed again)."""
 
 
 class WindowMemo(Generic[A]):
@@ -138,11 +144,21 @@ class WindowMemo(Generic[A]):
     that names every change the answer can see), in proportion to those changes, not to the
     nodes asked about; the first check makes the window's set of names, and is not made when
     the changes have most likely touched the window (a window of every node, or many changes).
-    The least recently used window goes first when full."""
+    The least recently used window goes first when full.
 
-    def __init__(self, changes: Callable[[NodeView], ChangeLog], size: int = 32) -> None:
+    With ``patch``, an answer whose nodes did change is brought up to date node by node
+    instead (prioritize: each node's entry is its own), so a change costs its own nodes, not
+    the window's."""
+
+    def __init__(
+        self,
+        changes: Callable[[NodeView], ChangeLog],
+        size: int = 32,
+        patch: Patch[A] | None = None,
+    ) -> None:
         self._changes = changes
         self._size = size
+        self._patch = patch
         self._windows: dict[Hashable, _Window[A]] = {}
 
     def get(self, view: NodeView, key: Hashable) -> A | None:
@@ -153,7 +169,14 @@ class WindowMemo(Generic[A]):
         log = self._changes(view)
         if window.version != log.version:
             changed = log.since(window.version)
-            if changed is None or _likely_touched(len(window.names), len(changed), view):
+            if changed is None:
+                return None
+            if self._patch is not None:
+                if not self._patched(window, changed, view):
+                    return None
+                windows[key] = window
+                return window.answer
+            if _likely_touched(len(window.names), len(changed), view):
                 return None
             if window.nodes is None:
                 window.nodes = frozenset(window.names)
@@ -162,6 +185,20 @@ class WindowMemo(Generic[A]):
             window.version = log.version
         windows[key] = window
         return window.answer
+
+    def _patched(self, window: _Window[A], changed: list[str], view: NodeView) -> bool:
+        assert self._patch is not None
+        positions = window.positions
+        if positions is None:
+            positions = window.positions = {name: i for i, name in enumerate(window.names)}
+        at = sorted({positions[n] for n in changed if n in positions})
+        if at:
+            answer = self._patch(window.answer, window.names, at, view)
+            if answer is None:
+                return False
+            window.answer = answer
+        window.version = self._changes(view).version
+        return True
 
     def put(self, view: NodeView, key: Hashable, names: list[str], answer: A) -> None:
         """Keep ``answer``, computed from ``view`` as it is now for ``names``."""
@@ -232,7 +269,7 @@ class LoadAwareExtender:
         self._memo = RequestMemo(rules)
         self._scored = AnswerMemo[tuple[frozenset[str], PodDemand], msgspec.Raw]()
         self._filtered = WindowMemo[_Filtered](filter_changes)
-        self._prioritized = WindowMemo[msgspec.Raw](every_change)
+        self._prioritized = WindowMemo[_Scores](every_change, patch=_patch_scores)
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
         """Full-node mode: (name, verdict, raw item) per node, in request order."""
@@ -392,9 +429,11 @@ class LoadAwareExtender:
         except Exception:  # a deferred call has no caller to raise to
             logger.exception("preparing a prioritize answer")
 
-    def _scores(self, names: list[str], view: NodeView) -> msgspec.Raw:
+    def _scores(self, names: list[str], view: NodeView) -> _Scores:
         """The pod-independent prioritize answer for ``names``."""
-        return _join_normalized(names, view) if self._rules.normalize else _join_scores(names, view)
+        if self._rules.normalize:
+            return _Scores(_join_normalized(names, view), None)
+        return _join_scores(names, view)
 
     def _refuse_all(self, args: ExtenderArgs, message: str, preemptible: bool) -> FilterResult:
         if args.names_only:
@@ -434,7 +473,7 @@ class LoadAwareExtender:
                 names = node_names(args.NodeNames)
                 kept = self._scores(names, view)
                 self._prioritized.put(view, key, names, kept)
-            found = kept
+            found = kept.answer
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("pod/%s: scores %s", pod.key, bytes(found)[:400].decode(errors="replace"))
         return found
@@ -694,23 +733,45 @@ def _join_normalized(names: list[str], view: NodeView) -> msgspec.Raw:
     return msgspec.Raw(b"".join((b"[", b",".join(entries), b"]")))
 
 
-def _join_scores(names: list[str], view: NodeView) -> msgspec.Raw:
-    """The prioritize answer for ``names``, joined from each node's encoded entry; a node the
-    view lacks scores 0."""
-    encoded = view.encoded_scores
+class _Scores(NamedTuple):
+    """A prioritize answer, and each node's entry in it, in order, when it is made of them
+    (not with ``normalize: minMax``, whose scores depend on every node asked about)."""
+
+    answer: msgspec.Raw
+    entries: list[bytes] | None
+
+
+def _entry(name: str, view: NodeView) -> bytes:
+    """A node's prioritize entry; a node the view lacks scores 0."""
+    return view.encoded_scores.get(name) or ENCODER.encode(HostPriority(name, 0))
+
+
+def _joined(entries: list[bytes]) -> msgspec.Raw:
+    return msgspec.Raw(b"".join((b"[", b",".join(entries), b"]")))
+
+
+def _join_scores(names: list[str], view: NodeView) -> _Scores:
+    """The prioritize answer for ``names``, joined from each node's encoded entry."""
+    entries: list[bytes | None] = list(map(view.encoded_scores.get, names))
     try:
-        return msgspec.Raw(b"".join((b"[", b",".join(map(encoded.get, names)), b"]")))  # type: ignore[arg-type]
+        answer = _joined(entries)  # type: ignore[arg-type]
     except TypeError:  # a None among them: a name the view lacks
-        missing = ENCODER.encode
-        return msgspec.Raw(
-            b"".join(
-                (
-                    b"[",
-                    b",".join(encoded.get(n) or missing(HostPriority(n, 0)) for n in names),
-                    b"]",
-                )
-            )
-        )
+        entries = [e or _entry(n, view) for n, e in zip(names, entries, strict=True)]
+        answer = _joined(entries)  # type: ignore[arg-type]
+    return _Scores(answer, entries)  # type: ignore[arg-type]
+
+
+def _patch_scores(
+    scores: _Scores, names: list[str], at: list[int], view: NodeView
+) -> _Scores | None:
+    """``scores`` with the entries of the nodes at positions ``at`` of ``names`` as the view
+    has them now: joined again, not computed again."""
+    entries = scores.entries
+    if entries is None:
+        return None
+    for i in at:
+        entries[i] = _entry(names[i], view)
+    return _Scores(_joined(entries), entries)
 
 
 def _sample(rejected: dict[str, str], limit: int = 5) -> str:

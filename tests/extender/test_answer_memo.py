@@ -250,7 +250,8 @@ def test_window_memo_drops_the_least_recently_used_window() -> None:
 def test_filter_prepares_the_prioritize_answer_for_the_nodes_it_passes(rules: LoadRules) -> None:
     """kube-scheduler's prioritize call names exactly the nodes filter passed, in its order:
     that answer is ready (counted as kept), equal to one computed afresh, and a node changing
-    in between is seen."""
+    in between is seen: its entry is patched into the answer kept, which is then the answer
+    computed afresh from the nodes as they are."""
     nodes = [node(f"n{i}", 0.9 if i % 3 == 0 else 0.2 + i / 100) for i in range(12)]
     decide, cache, _ = extender(rules, nodes)
     registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
@@ -266,10 +267,18 @@ def test_filter_prepares_the_prioritize_answer_for_the_nodes_it_passes(rules: Lo
     fresh, _, _ = extender(rules, nodes)
     assert scores == ask(fresh, "prioritize", passed)
     ask(decide, "filter", [n.metadata.name for n in nodes])
-    cache.apply("MODIFIED", node("n1", 0.2, hot=5))
+    nodes[1] = node("n1", 0.2, hot=5)
+    cache.apply("MODIFIED", nodes[1])
     changed = ask(decide, "prioritize", passed)
-    assert kept() == 1
+    assert kept() == 2, "patched"
     assert changed != scores
+    fresh, _, _ = extender(rules, nodes)
+    assert changed == ask(fresh, "prioritize", passed)
+    cache.apply("DELETED", nodes[2])  # a node the view lacks scores 0
+    assert ask(decide, "prioritize", passed) == [
+        {"Host": s["Host"], "Score": 0 if s["Host"] == "n2" else s["Score"]} for s in changed
+    ]
+    assert kept() == 3
 
 
 def test_a_window_most_likely_touched_by_the_changes_is_not_checked() -> None:
@@ -344,3 +353,23 @@ def test_a_kept_answer_counts_its_own_rejections_after_others_change(rules: Load
     before = filtered_total(decide)
     assert json.loads(raw_filter(decide, window))["FailedAndUnresolvableNodes"].keys() == {"n0"}
     assert filtered_total(decide) - before == 1
+
+
+def test_spread_scores_are_computed_again_when_a_node_asked_about_changes() -> None:
+    """With ``normalize: minMax`` every node's score depends on the others asked about: an
+    answer kept for them is not patched but computed again."""
+    import yaml  # noqa: PLC0415
+
+    from shared.policy import DEFAULT_POLICY_YAML, parse_policy  # noqa: PLC0415
+
+    data = yaml.safe_load(DEFAULT_POLICY_YAML)
+    data["spec"]["scoring"] = {"normalize": "minMax"}
+    rules = LoadRules.from_policy(parse_policy(data))
+    nodes = [node(f"n{i}", 0.1 + i / 20) for i in range(8)]
+    decide, cache, _ = extender(rules, nodes)
+    names = [n.metadata.name for n in nodes]
+    assert ask(decide, "prioritize", names) == ask(decide, "prioritize", names)
+    nodes[0] = node("n0", 0.6)  # the least loaded becomes the most: every score moves
+    cache.apply("MODIFIED", nodes[0])
+    fresh, _, _ = extender(rules, nodes)
+    assert ask(decide, "prioritize", names) == ask(fresh, "prioritize", names)
