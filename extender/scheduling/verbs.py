@@ -191,6 +191,8 @@ class WindowMemo(Generic[A]):
         positions = window.positions
         if positions is None:
             positions = window.positions = {name: i for i, name in enumerate(window.names)}
+        if len(positions) != len(window.names):
+            return False  # a name asked about twice: one position each is not enough
         at = sorted({positions[n] for n in changed if n in positions})
         if at:
             answer = self._patch(window.answer, window.names, at, view)
@@ -680,7 +682,8 @@ class _Tally:
         if not self.check:
             return names
         if refused:
-            if len(refused) == len(view.refusals):
+            # every rejected node, each asked about once (names may repeat)
+            if len(refused) == len(view.refusals) == len(set(compress(names, standing))):
                 self.rejected = view.frozen_refusals()
                 self.reasons = Tally(view.reason_counts)  # kept with the answer: a copy
             else:

@@ -333,6 +333,8 @@ def test_a_filter_answer_is_kept_while_its_nodes_keep_their_standing(rules: Load
     assert decide._filtered.get(decide.view(NOW), key) is answer  # noqa: SLF001
     assert raw_filter(decide, window) == first
     assert kept("filter") == 1
+    prepared = decide._prioritized._windows[payloads.encode(passed)]  # noqa: SLF001
+    assert prepared.version == decide.view(NOW).changes.version, "prepared after the filter"
     moved = ask(decide, "prioritize", passed)
     assert kept("prioritize") == 2, "prepared again after the kept filter answer"
     assert moved != scores
@@ -373,3 +375,27 @@ def test_spread_scores_are_computed_again_when_a_node_asked_about_changes() -> N
     cache.apply("MODIFIED", nodes[0])
     fresh, _, _ = extender(rules, nodes)
     assert ask(decide, "prioritize", names) == ask(fresh, "prioritize", names)
+
+
+def test_names_asked_about_twice_are_answered_as_from_scratch(rules: LoadRules) -> None:
+    """kube-scheduler names each node once, but a request may repeat one: a rejected node
+    asked about twice does not stand for every rejected node, and a kept prioritize answer
+    with a repeated node is computed again, not patched at one of its places."""
+    current = {n: node(n, 0.9 if n in ("a", "b") else 0.3) for n in ("a", "b", "c", "d")}
+    decide, cache, _ = extender(rules, list(current.values()))
+
+    def from_scratch(verb: str, names: list[str]) -> Any:
+        fresh, _, _ = extender(rules, list(current.values()))
+        return ask(fresh, verb, names)
+
+    twice = ["a", "a", "c"]
+    answer = ask(decide, "filter", twice)
+    assert answer == from_scratch("filter", twice)
+    assert answer["FailedAndUnresolvableNodes"].keys() == {"a"}
+    scored = ["c", "c", "d"]
+    before = ask(decide, "prioritize", scored)
+    current["c"] = node("c", 0.05)  # a higher score
+    cache.apply("MODIFIED", current["c"])
+    after = ask(decide, "prioritize", scored)
+    assert after == from_scratch("prioritize", scored)
+    assert after[0] == after[1] != before[0]
