@@ -268,10 +268,6 @@ class NodeView:
         """Changes with every change to any node."""
         return self.changes.version
 
-    def changed_since(self, version: int) -> list[str] | None:
-        """The nodes changed after ``version`` (:meth:`ChangeLog.since` of ``changes``)."""
-        return self.changes.since(version)
-
     def frozen_refusals(self) -> dict[str, str]:
         """``refusals`` as of this version: a copy made once per version, so that what a
         caller keeps does not change under it, and the same object until the next change

@@ -271,7 +271,11 @@ class LoadAwareExtender:
         self._memo = RequestMemo(rules)
         self._scored = AnswerMemo[tuple[frozenset[str], PodDemand], msgspec.Raw]()
         self._filtered = WindowMemo[_Filtered](filter_changes)
-        self._prioritized = WindowMemo[_Scores](every_change, patch=_patch_scores)
+        self._prioritized = WindowMemo[_Scores](
+            every_change,
+            # spread scores depend on every node asked about: computed again, not patched
+            patch=None if rules.normalize else _patch_scores,
+        )
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
         """Full-node mode: (name, verdict, raw item) per node, in request order."""

@@ -224,7 +224,7 @@ def test_a_kept_answer_older_than_the_changes_named_is_computed_again(rules: Loa
         cache.apply("MODIFIED", node("b", 0.3 + (i % 2) * 0.6))  # passing, then not
         decide.view(NOW)
     view = decide.view(NOW)
-    assert view.changed_since(0) is None
+    assert view.changes.since(0) is None
     assert view.filter_changes.since(0) is None
     assert decide._filtered.get(view, (payloads.encode(["a"]), True, None)) is None  # noqa: SLF001
     cache.apply("MODIFIED", node("a", 0.95))
