@@ -10,6 +10,7 @@ import logging
 import math
 from collections import Counter as Tally
 from collections.abc import Callable, Hashable, Mapping
+from copy import copy
 from datetime import datetime
 from functools import partial
 from itertools import chain, compress, filterfalse, repeat
@@ -26,6 +27,7 @@ from extender.scheduling.node_view import (
     NodeLoadCache,
     NodeView,
     RequestMemo,
+    Standing,
     decode_node,
 )
 from extender.scheduling.quota_gate import QuotaGate
@@ -60,6 +62,8 @@ from shared.strategies import PodDemand, demand_of, pod_need, pod_score
 logger = logging.getLogger(__name__)
 
 NOT_CACHED_CLOSED = "node[{}] is not in the extender's node cache yet; staleData is failClosed"
+NOT_CACHED = ("*", "not-cached")
+"""The (metric, reason) of a node refused, under failClosed, because the cache lacks it."""
 _ANY = math.inf
 """The room of a node without one: any pod fits."""
 
@@ -190,7 +194,8 @@ class WindowMemo(Generic[A]):
         assert self._patch is not None
         positions = window.positions
         if positions is None:
-            positions = window.positions = {name: i for i, name in enumerate(window.names)}
+            names = window.names
+            positions = window.positions = dict(zip(names, range(len(names)), strict=True))
         if len(positions) != len(window.names):
             return False  # a name asked about twice: one position each is not enough
         at = sorted({positions[n] for n in changed if n in positions})
@@ -238,6 +243,9 @@ def _now(call: Callable[[], None]) -> None:
 
 
 class _Filtered(NamedTuple):
+    """A names-only filter answer, encoded, with its tally (whose :attr:`_Tally.facts`, when
+    it has them, let the answer be patched: :func:`_patch_filter`)."""
+
     answer: msgspec.Raw
     tally: _Tally
     passes: bool
@@ -270,7 +278,7 @@ class LoadAwareExtender:
         self._quota = quota
         self._memo = RequestMemo(rules)
         self._scored = AnswerMemo[tuple[frozenset[str], PodDemand], msgspec.Raw]()
-        self._filtered = WindowMemo[_Filtered](filter_changes)
+        self._filtered = WindowMemo[_Filtered](filter_changes, patch=_patch_filter)
         self._prioritized = WindowMemo[_Scores](
             every_change,
             # spread scores depend on every node asked about: computed again, not patched
@@ -550,7 +558,7 @@ def refusal(
     if not check:
         return None
     if verdict is None:
-        return (NOT_CACHED_CLOSED.format(name), ("*", "not-cached")) if fail_closed else None
+        return _not_cached(name) if fail_closed else None
     if verdict.overload is not None:
         return verdict.overload, verdict.overload_reason or ("*", "overloaded")
     if need is not None and verdict.rooms:
@@ -589,6 +597,7 @@ class _Tally:
 
     __slots__ = (
         "check",
+        "facts",
         "fail_closed",
         "need",
         "place",
@@ -617,6 +626,10 @@ class _Tally:
         self.uncached = 0
         self.tight: dict[str, tuple[str, str]] = {}
         """The nodes that refused only for want of room for this pod, and why."""
+        self.facts: _Facts | None = None
+        """What :meth:`judge_all` read of each node asked about, when the answer can be
+        brought up to date from it (:meth:`patched`): not for a DaemonSet pod, nor with the
+        pod's estimate (:meth:`fit_all`: whether any node has room depends on every one)."""
 
     def judge(self, name: str, verdict: Verdict | None) -> bool:
         """True if the node passes; records why not, and what was unknown."""
@@ -641,6 +654,7 @@ class _Tally:
         need = self.need
         if need is None:
             return names
+        self.facts = None
         fits: list[bool] | None = None
         for rooms, brings in ((view.cpu_rooms, need.cpu), (view.memory_rooms, need.memory)):
             if rooms:
@@ -666,7 +680,7 @@ class _Tally:
         """:meth:`judge` for many names at once, from the view's indexes (names-only mode);
         the names that pass, in order. One lookup per name, then passes in C over the
         results: a node's standing is ``()`` when it passes, (message, reason) when it does
-        not and ``None`` when the view lacks it.
+        not and ``None`` when the view lacks it. What was read is kept as :attr:`facts`.
 
         When the names include every node the view rejects (as kube-scheduler's do: it asks
         about every node it has not ruled out itself), the rejections and their count by
@@ -680,11 +694,14 @@ class _Tally:
             else []
         )
         self.uncached += len(missing)
+        unknowns: dict[str, tuple[tuple[str, str], ...]] = {}
         if view.unknowns:
-            found = filter(None, map(view.unknowns.get, names))
-            self.unknown.update(chain.from_iterable(found))
+            found = filter(itemgetter(1), zip(names, map(view.unknowns.get, names), strict=True))
+            unknowns = dict(found)  # type: ignore[arg-type]  # None filtered out
+            self.unknown.update(chain.from_iterable(unknowns.values()))
         if not self.check:
             return names
+        self.facts = _Facts(standing, unknowns)
         if refused:
             # every rejected node, each asked about once (names may repeat)
             if len(refused) == len(view.refusals) == len(set(compress(names, standing))):
@@ -698,9 +715,53 @@ class _Tally:
             self.rejected = dict(self.rejected)
             self.rejected.update((n, NOT_CACHED_CLOSED.format(n)) for n in missing)
             self.reasons = Tally(self.reasons)
-            self.reasons[("*", "not-cached")] += len(missing)
+            self.reasons[NOT_CACHED] += len(missing)
+            # each node the view lacks stands refused, as it is answered
+            standing = [
+                _not_cached(n) if s is None else s for n, s in zip(names, standing, strict=True)
+            ]
+            self.facts = _Facts(standing, unknowns)
             return list(filterfalse(self.rejected.__contains__, names))
         return list(compress(names, map(not_, standing))) if refused else names
+
+    def patched(self, names: list[str], at: list[int], view: NodeView) -> tuple[_Tally, list[str]]:
+        """This tally brought up to date with the view for the nodes at positions ``at`` of
+        ``names`` (asked about once each), in a new tally; with the names that pass now. Only
+        with :attr:`facts`: each changed node's old standing and unknown values are taken out
+        of the counts and its new ones put in, so the cost is the changes', plus passes in C
+        over ``names`` for the nodes passed."""
+        facts = self.facts
+        assert facts is not None
+        tally = copy(self)
+        rejected = tally.rejected = dict(self.rejected)
+        reasons = tally.reasons = Tally(self.reasons)
+        unknown = tally.unknown = Tally(self.unknown)
+        standing = facts.standing.copy()
+        unknowns = facts.unknowns.copy()
+        fail_closed = self.fail_closed
+        for i in at:
+            name = names[i]
+            before, now = standing[i], view.standing.get(name)
+            tally.uncached += (now is None) - (before is None or before[1:] == (NOT_CACHED,))
+            if now is None and fail_closed:
+                now = _not_cached(name)
+            if before:
+                del rejected[name]
+                reasons[before[1]] -= 1
+            if now:
+                rejected[name] = now[0]
+                reasons[now[1]] += 1
+            standing[i] = now
+            gone = unknowns.pop(name, None)
+            if gone:
+                unknown.subtract(gone)
+            found = view.unknowns.get(name)
+            if found:
+                unknowns[name] = found
+                unknown.update(found)
+        tally.reasons, tally.unknown = +reasons, +unknown
+        tally.facts = _Facts(standing, unknowns)
+        return tally, list(compress(names, map(not_, standing))) if rejected else names
 
     def place_anyway(self) -> dict[str, tuple[str, str]]:
         """With ``place``, once no node passed: the nodes that refused only for want of room
@@ -723,6 +784,33 @@ class _Tally:
         metrics.count_unknown(self.unknown)
         if self.uncached:
             metrics.uncached_nodes.inc(self.uncached)
+
+
+class _Facts(NamedTuple):
+    """What a names-only filter answer read of each node asked about (:meth:`_Tally.judge_all`)."""
+
+    standing: list[Standing | None]
+    """Per position: the node's standing, as answered (a node the view lacks is ``None``, or
+    its not-cached refusal under failClosed)."""
+    unknowns: dict[str, tuple[tuple[str, str], ...]]
+    """The unknown values of the nodes asked about that have some."""
+
+
+def _not_cached(name: str) -> tuple[str, tuple[str, str]]:
+    return NOT_CACHED_CLOSED.format(name), NOT_CACHED
+
+
+def _patch_filter(
+    filtered: _Filtered, names: list[str], at: list[int], view: NodeView
+) -> _Filtered | None:
+    """``filtered`` with the nodes at positions ``at`` of ``names`` as the view has them now
+    (:meth:`_Tally.patched`), encoded again; ``None`` for an answer without the facts to patch
+    (a DaemonSet pod's, or one made with the pod's estimate): it is computed again."""
+    if filtered.tally.facts is None:
+        return None
+    tally, passing = filtered.tally.patched(names, at, view)
+    result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.rejected)
+    return _Filtered(msgspec.Raw(ENCODER.encode(result)), tally, bool(passing), passing)
 
 
 def _join_normalized(names: list[str], view: NodeView) -> msgspec.Raw:

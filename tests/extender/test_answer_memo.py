@@ -305,8 +305,8 @@ def test_a_window_most_likely_touched_by_the_changes_is_not_checked() -> None:
 def test_a_filter_answer_is_kept_while_its_nodes_keep_their_standing(rules: LoadRules) -> None:
     """The annotator rewrites nodes' values all the time; a passing node whose new values still
     pass changes its score, not what filter answers: the filter answer about its window is
-    kept (and its prioritize answer prepared again, with the new score), until a node in it
-    changes standing or rejection message."""
+    kept (and its prioritize answer prepared again, with the new score); once a node in it
+    changes standing or rejection message, it is another answer (patched)."""
     current = {f"n{i}": node(f"n{i}", 0.9 if i % 4 == 0 else 0.3) for i in range(20)}
     decide, cache, _ = extender(rules, list(current.values()))
     window = [f"n{i}" for i in range(10)]
@@ -341,7 +341,7 @@ def test_a_filter_answer_is_kept_while_its_nodes_keep_their_standing(rules: Load
     assert moved == from_scratch("prioritize", passed)
     for item in (node("n2", 0.9), node("n0", 0.95), node("n2", 0.3)):  # standing, message
         change(item)
-        assert decide._filtered.get(decide.view(NOW), key) is None  # noqa: SLF001
+        assert decide._filtered.get(decide.view(NOW), key) is not answer  # noqa: SLF001
         assert json.loads(raw_filter(decide, window)) == from_scratch("filter", window)
 
 
@@ -399,3 +399,91 @@ def test_names_asked_about_twice_are_answered_as_from_scratch(rules: LoadRules) 
     after = ask(decide, "prioritize", scored)
     assert after == from_scratch("prioritize", scored)
     assert after[0] == after[1] != before[0]
+
+
+def counted(decide: LoadAwareExtender) -> dict[str, float]:
+    """The extender's filter counters by labels: nodes filtered, unknown values, not cached."""
+    out = {}
+    for family in decide._metrics.registry.collect():  # noqa: SLF001 - its own registry
+        for sample in family.samples:
+            if sample.name.endswith("_total") and "nodes" in sample.name:
+                out[f"{sample.name}{sorted(sample.labels.items())}"] = sample.value
+    return out
+
+
+def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+
+
+def test_a_filter_answer_whose_nodes_change_is_patched_to_the_answer_from_scratch() -> None:
+    """A kept filter answer whose nodes change is brought up to date node by node (counted as
+    kept): rejected, passing again, another message, unknown values, deleted (not cached,
+    failClosed) and back; each time the answer, and what the request counts, are those of
+    an extender built from scratch on the same nodes."""
+    import yaml  # noqa: PLC0415
+
+    from shared.policy import DEFAULT_POLICY_YAML, parse_policy  # noqa: PLC0415
+
+    data = yaml.safe_load(DEFAULT_POLICY_YAML)
+    data["spec"]["staleData"] = "failClosed"
+    rules = LoadRules.from_policy(parse_policy(data))
+    old = NOW - timedelta(minutes=10)
+
+    def node(name: str, usage: float, at: datetime = NOW) -> Node:  # every metric: known
+        keys = [k for k in rules.keys if k != "node_hot_value"]
+        annotations = {k: encode_metric(usage, at) for k in keys}
+        return Node(metadata=NodeMeta(name=name, annotations=annotations))
+
+    current = {f"n{i}": node(f"n{i}", 0.9 if i % 3 == 0 else 0.3) for i in range(12)}
+    decide, cache, _ = extender(rules, list(current.values()))
+    window = [f"n{i}" for i in range(0, 12, 2)]
+    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+
+    def kept() -> float:
+        labels = {"verb": "filter"}
+        return registry.get_sample_value("loadsched_extender_answers_kept_total", labels) or 0.0
+
+    ask(decide, "filter", window)
+    steps: list[tuple[str, Node | None]] = [
+        ("n2", node("n2", 0.95)),  # rejected
+        ("n0", node("n0", 0.3)),  # passing again
+        ("n6", node("n6", 0.97)),  # another message
+        ("n4", node("n4", 0.3, at=old)),  # stale: unknown, refused under failClosed
+        ("n8", None),  # deleted: not cached
+        ("n1", node("n1", 0.99)),  # outside the window
+        ("n8", node("n8", 0.3)),  # back
+        ("n4", node("n4", 0.2)),  # fresh again
+    ]
+    for count, (name, item) in enumerate(steps, start=1):
+        if item is None:
+            cache.apply("DELETED", current.pop(name))
+        else:
+            current[name] = item
+            cache.apply("MODIFIED", item)
+        fresh, _, _ = extender(rules, list(current.values()))
+        before = counted(decide)
+        assert ask(decide, "filter", window) == ask(fresh, "filter", window), name
+        assert grown(before, counted(decide)) == grown({}, counted(fresh)), name
+        assert kept() == count, name
+    answer = ask(decide, "filter", window)
+    assert answer["NodeNames"] == ["n0", "n4", "n8", "n10"]
+    assert answer["FailedAndUnresolvableNodes"].keys() == {"n2", "n6"}
+
+
+def test_filter_answers_made_with_the_pods_estimate_or_for_daemonsets_are_not_patched(
+    rules: LoadRules,
+) -> None:
+    """Whether any node has room for the pod's estimate depends on every node asked about,
+    and a DaemonSet pod's answer keeps no facts: once a node asked about changes what filter
+    reads, those answers are computed again."""
+    decide, cache, _ = extender(rules, [node(f"n{i}", 0.3) for i in range(4)])
+    window = ["n0", "n1", "n2"]
+    ask(decide, "filter", window, daemonset=True)
+    view = decide.view(NOW)
+    key = (payloads.encode(window), False, None)
+    assert decide._filtered.get(view, key) is not None  # noqa: SLF001
+    cache.apply("MODIFIED", node("n3", 0.95))  # outside the window: kept
+    assert decide._filtered.get(decide.view(NOW), key) is not None  # noqa: SLF001
+    cache.apply("MODIFIED", node("n1", 0.95))
+    assert decide._filtered.get(decide.view(NOW), key) is None  # noqa: SLF001
+    assert sorted(ask(decide, "filter", window, daemonset=True)["NodeNames"]) == window

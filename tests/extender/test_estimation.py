@@ -14,6 +14,7 @@ from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import NodeLoadCache, decode_node
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.verbs import LoadAwareExtender
+from extender.scheduling.wire import ARGS_DECODER
 from kubectl_loadsched.tables import explain_table
 from shared.annotations import encode_metric
 from shared.load_model import LoadRules
@@ -617,3 +618,36 @@ def test_with_estimation_a_nodes_room_is_what_filter_answers_read() -> None:
         cache.apply("MODIFIED", decode_node(payloads.encode(node("n1", 0.35, 1))))
         assert cache.view(NOW).filter_changes.version - before == seen
         assert bool(view.verdicts["n1"].rooms) == estimation["enabled"]
+
+
+def test_filter_answers_made_with_the_pods_estimate_are_computed_again_not_patched() -> None:
+    """Whether any node has room for the pod's estimate depends on every node asked about: a
+    filter answer made with it is computed again once a node in it changes its room, never
+    patched node by node, and is the answer from scratch."""
+    rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
+    nodes = {f"n{i}": node(f"n{i}", 0.3 + i / 10, i + 1) for i in range(3)}
+
+    def extender() -> tuple[LoadAwareExtender, NodeLoadCache]:
+        cache = NodeLoadCache(rules)
+        cache.replace([decode_node(payloads.encode(n)) for n in nodes.values()])
+        decide = LoadAwareExtender(
+            rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
+        )
+        return decide, cache
+
+    def ask(decide: LoadAwareExtender) -> Any:
+        args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(sorted(nodes))))
+        assert args.Pod is not None
+        return json.loads(bytes(decide.filter(args.Pod, args)))  # type: ignore[arg-type]
+
+    decide, cache = extender()
+    ask(decide)
+    nodes["n1"] = node("n1", 0.62, 2)  # passing still, with less room
+    cache.apply("MODIFIED", decode_node(payloads.encode(nodes["n1"])))
+    fresh, _ = extender()
+    assert ask(decide) == ask(fresh)
+    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+    labels = {"verb": "filter"}
+    assert not registry.get_sample_value("loadsched_extender_answers_kept_total", labels)
+    ask(decide)  # nothing changed since: kept
+    assert registry.get_sample_value("loadsched_extender_answers_kept_total", labels) == 1
