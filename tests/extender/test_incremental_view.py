@@ -86,7 +86,9 @@ def counted(decide: LoadAwareExtender) -> dict[str, float]:
     out = {}
     for family in decide._metrics.registry.collect():  # noqa: SLF001 - its own registry
         for sample in family.samples:
-            if sample.name.endswith("_total") and "nodes" in sample.name:
+            if sample.name.endswith("_total") and (
+                "nodes" in sample.name or "unknown" in sample.name
+            ):
                 out[f"{sample.name}{sorted(sample.labels.items())}"] = sample.value
     return out
 
