@@ -131,6 +131,13 @@ class _Window(Generic[A]):
         self.answer = answer
 
 
+NAMES_KEPT = 200_000
+"""How many names asked about the windows of a :class:`WindowMemo` hold, all told: at 5,000
+nodes, every window of a lap of kube-scheduler's at any ``percentageOfNodesToScore`` (10 at
+its adaptive 10 %, 2 at 50 %) many times over, and 40 windows of the whole cluster. The
+filter and prioritize memos together hold about 250 bytes per name (the names, their
+positions, the answers): about 50 MB when full."""
+
 Patch = Callable[[A, list[str], list[int], NodeView], "A | None"]
 """Brings an answer about ``names`` up to date with the view where the nodes at the positions
 given changed; ``None`` when it cannot (the answer is then computed again)."""
@@ -148,7 +155,8 @@ class WindowMemo(Generic[A]):
     that names every change the answer can see), in proportion to those changes, not to the
     nodes asked about; the first check makes the window's set of names, and is not made when
     the changes have most likely touched the window (a window of every node, or many changes).
-    The least recently used window goes first when full.
+    Windows are kept up to ``names_kept`` names asked about, all told (:data:`NAMES_KEPT`); the
+    least recently used goes first.
 
     With ``patch``, an answer whose nodes did change is brought up to date node by node
     instead (prioritize: each node's entry is its own), so a change costs its own nodes, not
@@ -157,11 +165,13 @@ class WindowMemo(Generic[A]):
     def __init__(
         self,
         changes: Callable[[NodeView], ChangeLog],
-        size: int = 32,
+        names_kept: int = NAMES_KEPT,
         patch: Patch[A] | None = None,
     ) -> None:
         self._changes = changes
-        self._size = size
+        self._budget = names_kept
+        self._kept = 0
+        """The names asked about in the windows kept, all told."""
         self._patch = patch
         self._windows: dict[Hashable, _Window[A]] = {}
 
@@ -170,25 +180,30 @@ class WindowMemo(Generic[A]):
         window = windows.pop(key, None)
         if window is None:
             return None
-        log = self._changes(view)
-        if window.version != log.version:
-            changed = log.since(window.version)
-            if changed is None:
-                return None
-            if self._patch is not None:
-                if not self._patched(window, changed, view):
-                    return None
-                windows[key] = window
-                return window.answer
-            if _likely_touched(len(window.names), len(changed), view):
-                return None
-            if window.nodes is None:
-                window.nodes = frozenset(window.names)
-            if not window.nodes.isdisjoint(changed):
-                return None
-            window.version = log.version
+        if not self._holds(window, view):
+            self._kept -= len(window.names)
+            return None
         windows[key] = window
         return window.answer
+
+    def _holds(self, window: _Window[A], view: NodeView) -> bool:
+        """Whether ``window``'s answer holds for the view as it is now (patched if need be)."""
+        log = self._changes(view)
+        if window.version == log.version:
+            return True
+        changed = log.since(window.version)
+        if changed is None:
+            return False
+        if self._patch is not None:
+            return self._patched(window, changed, view)
+        if _likely_touched(len(window.names), len(changed), view):
+            return False
+        if window.nodes is None:
+            window.nodes = frozenset(window.names)
+        if not window.nodes.isdisjoint(changed):
+            return False
+        window.version = log.version
+        return True
 
     def _patched(self, window: _Window[A], changed: list[str], view: NodeView) -> bool:
         assert self._patch is not None
@@ -208,11 +223,16 @@ class WindowMemo(Generic[A]):
         return True
 
     def put(self, view: NodeView, key: Hashable, names: list[str], answer: A) -> None:
-        """Keep ``answer``, computed from ``view`` as it is now for ``names``."""
+        """Keep ``answer``, computed from ``view`` as it is now for ``names``: the least
+        recently used windows go first while the names kept would be over the budget."""
         windows = self._windows
-        if len(windows) >= self._size and key not in windows:
-            del windows[next(iter(windows))]
+        replaced = windows.pop(key, None)
+        if replaced is not None:
+            self._kept -= len(replaced.names)
+        while windows and self._kept + len(names) > self._budget:
+            self._kept -= len(windows.pop(next(iter(windows))).names)
         windows[key] = _Window(self._changes(view).version, names, answer)
+        self._kept += len(names)
 
 
 def every_change(view: NodeView) -> ChangeLog:

@@ -237,7 +237,7 @@ def test_window_memo_drops_the_least_recently_used_window() -> None:
 
     view = NodeView()
     view.verdicts.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyz"))  # type: ignore[arg-type]
-    memo = WindowMemo[int](every_change, size=2)
+    memo = WindowMemo[int](every_change, names_kept=2)
     memo.put(view, "x", ["a"], 1)
     memo.put(view, "y", ["b"], 2)
     assert memo.get(view, "x") == 1  # x used last
@@ -245,6 +245,31 @@ def test_window_memo_drops_the_least_recently_used_window() -> None:
     assert (memo.get(view, "x"), memo.get(view, "y"), memo.get(view, "z")) == (1, None, 3)
     view.drop("c")
     assert (memo.get(view, "x"), memo.get(view, "z")) == (1, None)
+
+
+def test_window_memo_keeps_windows_up_to_a_budget_of_names() -> None:
+    """Windows are kept up to a number of names asked about, all told, whatever their sizes:
+    many small windows or a few large ones; one dropped or replaced gives its names back."""
+    from extender.scheduling.node_view import NodeView  # noqa: PLC0415
+    from extender.scheduling.verbs import WindowMemo, every_change  # noqa: PLC0415
+
+    view = NodeView()
+    view.verdicts.update({f"n{i}": None for i in range(20)})  # type: ignore[misc]
+    memo = WindowMemo[int](every_change, names_kept=10)
+    names = [f"n{i}" for i in range(20)]
+    memo.put(view, "a", names[:5], 1)
+    memo.put(view, "b", names[5:9], 2)
+    memo.put(view, "b", names[5:9], 3)  # the same window again: counted once
+    memo.put(view, "c", names[9:10], 4)
+    assert (memo.get(view, "a"), memo.get(view, "b"), memo.get(view, "c")) == (1, 3, 4)
+    memo.put(view, "d", names[10:13], 5)  # 13 names: a, the least recently used, goes
+    assert [memo.get(view, k) for k in "abcd"] == [None, 3, 4, 5]
+    view.drop("n5")  # b's answer no longer holds: dropped, its 4 names freed
+    assert memo.get(view, "b") is None
+    memo.put(view, "e", names[13:19], 6)  # 1 + 3 + 6 = 10 names: nothing else goes
+    assert [memo.get(view, k) for k in "cde"] == [4, 5, 6]
+    memo.put(view, "f", names, 7)  # larger than the budget alone: kept, the rest goes
+    assert [memo.get(view, k) for k in "cdef"] == [None, None, None, 7]
 
 
 def test_filter_prepares_the_prioritize_answer_for_the_nodes_it_passes(rules: LoadRules) -> None:
