@@ -1,0 +1,12 @@
+"""bench/scheduling.py's rounds: each kind goes first as often as last."""
+
+from bench.scheduling import KINDS, round_order
+
+
+def test_rounds_take_the_kinds_in_turn_then_in_reverse() -> None:
+    assert round_order(0) == KINDS == ("plain", "minimal", "loadsched")
+    assert round_order(1) == ("loadsched", "minimal", "plain")
+    assert round_order(2) == KINDS
+    # over two rounds every kind's mean place is the same: a steady drift favours none
+    places = {kind: sum(round_order(i).index(kind) for i in range(2)) for kind in KINDS}
+    assert set(places.values()) == {2}
