@@ -674,7 +674,6 @@ class _Tally:
         need = self.need
         if need is None:
             return names
-        self.facts = None
         fits: list[bool] | None = None
         for rooms, brings in ((view.cpu_rooms, need.cpu), (view.memory_rooms, need.memory)):
             if rooms:
@@ -716,12 +715,19 @@ class _Tally:
         self.uncached += len(missing)
         unknowns: dict[str, tuple[tuple[str, str], ...]] = {}
         if view.unknowns:
-            found = filter(itemgetter(1), zip(names, map(view.unknowns.get, names), strict=True))
-            unknowns = dict(found)  # type: ignore[arg-type]  # None filtered out
-            self.unknown.update(chain.from_iterable(unknowns.values()))
+            pairs = zip(names, map(view.unknowns.get, names), strict=True)
+            found: list[tuple[str, tuple[tuple[str, str], ...]]] = list(
+                filter(itemgetter(1), pairs)  # type: ignore[arg-type]  # None filtered out
+            )
+            self.unknown.update(chain.from_iterable(map(itemgetter(1), found)))  # each time asked
+            unknowns = dict(found)
         if not self.check:
             return names
-        self.facts = _Facts(standing, unknowns)
+        # with the pod's estimate, whether a node fits depends on every one (fit_all), even
+        # when none passes on its own
+        patchable = self.need is None
+        if patchable:
+            self.facts = _Facts(standing, unknowns)
         if refused:
             # every rejected node, each asked about once (names may repeat)
             if len(refused) == len(view.refusals) == len(set(compress(names, standing))):
@@ -737,10 +743,11 @@ class _Tally:
             self.reasons = Tally(self.reasons)
             self.reasons[NOT_CACHED] += len(missing)
             # each node the view lacks stands refused, as it is answered
-            standing = [
-                _not_cached(n) if s is None else s for n, s in zip(names, standing, strict=True)
-            ]
-            self.facts = _Facts(standing, unknowns)
+            if patchable:
+                standing = [
+                    _not_cached(n) if s is None else s for n, s in zip(names, standing, strict=True)
+                ]
+                self.facts = _Facts(standing, unknowns)
             return list(filterfalse(self.rejected.__contains__, names))
         return list(compress(names, map(not_, standing))) if refused else names
 

@@ -366,8 +366,9 @@ def test_a_filter_answer_is_kept_while_its_nodes_keep_their_standing(rules: Load
     assert moved == from_scratch("prioritize", passed)
     for item in (node("n2", 0.9), node("n0", 0.95), node("n2", 0.3)):  # standing, message
         change(item)
-        assert decide._filtered.get(decide.view(NOW), key) is not answer  # noqa: SLF001
+        before = kept("filter")
         assert json.loads(raw_filter(decide, window)) == from_scratch("filter", window)
+        assert kept("filter") == before + 1, "patched, not computed again"
 
 
 def test_a_kept_answer_counts_its_own_rejections_after_others_change(rules: LoadRules) -> None:
@@ -497,12 +498,10 @@ def test_a_filter_answer_whose_nodes_change_is_patched_to_the_answer_from_scratc
     assert answer["FailedAndUnresolvableNodes"].keys() == {"n2", "n6"}
 
 
-def test_filter_answers_made_with_the_pods_estimate_or_for_daemonsets_are_not_patched(
-    rules: LoadRules,
-) -> None:
-    """Whether any node has room for the pod's estimate depends on every node asked about,
-    and a DaemonSet pod's answer keeps no facts: once a node asked about changes what filter
-    reads, those answers are computed again."""
+def test_filter_answers_for_daemonsets_are_not_patched(rules: LoadRules) -> None:
+    """A DaemonSet pod's answer keeps no facts (load never keeps it off a node): once a node
+    asked about changes what filter reads, it is computed again (answers made with the pod's
+    estimate: tests/extender/test_estimation.py)."""
     decide, cache, _ = extender(rules, [node(f"n{i}", 0.3) for i in range(4)])
     window = ["n0", "n1", "n2"]
     ask(decide, "filter", window, daemonset=True)
@@ -514,3 +513,13 @@ def test_filter_answers_made_with_the_pods_estimate_or_for_daemonsets_are_not_pa
     cache.apply("MODIFIED", node("n1", 0.95))
     assert decide._filtered.get(decide.view(NOW), key) is None  # noqa: SLF001
     assert sorted(ask(decide, "filter", window, daemonset=True)["NodeNames"]) == window
+
+
+def test_unknown_values_are_counted_each_time_a_node_is_asked_about(rules: LoadRules) -> None:
+    """As full-node requests count them, row by row: a node named twice counts twice."""
+    decide, _, _ = extender(rules, [node("a", 0.3, at=NOW - timedelta(minutes=10))])
+    before = counted(decide)
+    ask(decide, "filter", ["a", "a"])
+    grew = grown(before, counted(decide))
+    unknown = {k: v for k, v in grew.items() if "unknown" in k}
+    assert unknown and set(unknown.values()) == {2.0}

@@ -651,3 +651,40 @@ def test_filter_answers_made_with_the_pods_estimate_are_computed_again_not_patch
     assert not registry.get_sample_value("loadsched_extender_answers_kept_total", labels)
     ask(decide)  # nothing changed since: kept
     assert registry.get_sample_value("loadsched_extender_answers_kept_total", labels) == 1
+
+
+@pytest.mark.parametrize("when", ["wait", "place"])
+def test_an_estimated_answer_where_no_node_passed_is_computed_again_when_one_does(
+    when: str,
+) -> None:
+    """Every node refused, then one passes on its own without room for the pod's estimate:
+    the answer is computed again (the room check included), not patched as if it fitted."""
+    estimation = {"enabled": True, "whenNoNodeHasRoom": when}
+    rules = LoadRules.from_policy(the_policy(estimation=estimation))
+    nodes = {f"n{i}": node(f"n{i}", 0.9, i + 1) for i in range(3)}
+
+    def extender() -> tuple[LoadAwareExtender, NodeLoadCache]:
+        cache = NodeLoadCache(rules)
+        cache.replace([decode_node(payloads.encode(n)) for n in nodes.values()])
+        decide = LoadAwareExtender(
+            rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
+        )
+        return decide, cache
+
+    def ask(decide: LoadAwareExtender) -> tuple[Any, float]:
+        args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(sorted(nodes))))
+        assert args.Pod is not None
+        answer = json.loads(bytes(decide.filter(args.Pod, args)))  # type: ignore[arg-type]
+        registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+        placed = registry.get_sample_value("loadsched_extender_placed_without_room_total")
+        return answer, placed or 0.0
+
+    decide, cache = extender()
+    assert ask(decide)[0]["NodeNames"] == []
+    nodes["n1"] = node("n1", 0.62, 2)  # under 0.65 on its own; 0.24 of 8 cores left, 0.425 asked
+    cache.apply("MODIFIED", decode_node(payloads.encode(nodes["n1"])))
+    fresh, _ = extender()
+    answer, placed = ask(decide)
+    assert (answer, placed) == ask(fresh)
+    assert answer["NodeNames"] == ([] if when == "wait" else ["n1"])
+    assert placed == (when == "place")
