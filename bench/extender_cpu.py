@@ -1,0 +1,128 @@
+"""Extender CPU per pod, loadsched's against the no-op Go extender, with nothing else running:
+the same client sends both the same filter + prioritize pairs, over HTTP, while node
+annotations change at the production rate.
+
+Each pair is what kube-scheduler sends for a pod in names-only mode: a filter call naming a
+window of ``--window`` nodes that moves along a 5,000-node cluster pod after pod (its edge
+a few nodes longer or shorter each time, as kube-scheduler's parallel filter finds them), then
+a prioritize call naming the nodes the filter passed. The API server is the fake one of
+``bench/extender.py`` (10 KB nodes); CPU is each extender process's user + system time over its
+blocks, which take turns (4 blocks each, after a warm-up), so the machine's other work falls on
+both alike. ``bench/scheduling.py`` measures the same on the real control plane, where
+kube-scheduler and the API server share the 2 cores.
+
+    .venv/bin/python bench/extender_cpu.py [--window 500] [--pairs 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.extender import (  # noqa: E402
+    PRODUCTION_RATE,
+    AnnotationWriter,
+    free_port,
+    start_extender,
+)
+from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
+from sandbox.build import ensure_minimal_extender  # noqa: E402
+from shared.load_model import LoadRules  # noqa: E402
+from shared.policy import default_policy  # noqa: E402
+from tests import payloads  # noqa: E402
+
+BLOCKS = 4
+NODES = 5000
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pairs(client: httpx.Client, names: list[str], count: int, window: int, seed: int) -> None:
+    """``count`` filter + prioritize pairs, the window moving along ``names``."""
+    rng = random.Random(seed)
+    pod, start = payloads.pod(), 0
+    for _ in range(count):
+        size = window + rng.randint(-3, 3)
+        asked = [names[(start + i) % len(names)] for i in range(size)]
+        start = (start + size) % len(names)
+        filtered = client.post("/filter", content=payloads.encode(payloads.names_args(asked, pod)))
+        filtered.raise_for_status()
+        passed = json.loads(filtered.content)["NodeNames"]
+        scored = client.post(
+            "/prioritize", content=payloads.encode(payloads.names_args(passed, pod))
+        )
+        scored.raise_for_status()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--window", type=int, default=500, help="nodes named per filter call")
+    parser.add_argument("--pairs", type=int, default=2000, help="pairs measured per extender")
+    options = parser.parse_args()
+    if not 1 <= options.window <= NODES or options.pairs < BLOCKS:
+        parser.error(f"--window must be 1..{NODES} and --pairs at least {BLOCKS}")
+    rules = LoadRules.from_policy(default_policy())
+    nodes = payloads.cluster(rules, NODES, datetime.now(UTC))
+    names = [node["metadata"]["name"] for node in nodes]
+    with tempfile.TemporaryDirectory() as tmp, FakeNodeAPI(nodes) as api:
+        loadsched, url = start_extender(api.kubeconfig(Path(tmp) / "kubeconfig"))
+        port = free_port()
+        minimal = subprocess.Popen([str(ensure_minimal_extender()), f"127.0.0.1:{port}"])
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).is_success:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            targets = {
+                "loadsched": (url, loadsched.pid),
+                "minimal": (f"http://127.0.0.1:{port}", minimal.pid),
+            }
+            used = dict.fromkeys(targets, 0.0)
+            per_block = options.pairs // BLOCKS
+            with AnnotationWriter(api, rules, PRODUCTION_RATE) as writer:
+                for block in range(BLOCKS):
+                    for kind, (base, pid) in targets.items():
+                        with httpx.Client(base_url=base, timeout=60) as client:
+                            pairs(client, names, 50, options.window, block)  # warm-up
+                            before = cpu_seconds(pid)
+                            pairs(client, names, per_block, options.window, block)
+                            used[kind] += cpu_seconds(pid) - before
+        finally:
+            loadsched.terminate()
+            minimal.terminate()
+            loadsched.wait(10)
+            minimal.wait(10)
+    count = per_block * BLOCKS
+    print(
+        f"extender CPU per pod (filter + prioritize over HTTP), {NODES} nodes, windows of "
+        f"{options.window} nodes, {count} pods each, annotation churn "
+        f"{writer.achieved:.1f} nodes/s, cpus={os.cpu_count()}"
+    )
+    for kind, seconds in used.items():
+        print(f"  {kind:<10} {seconds / count * 1000:6.3f} ms")
+    print(f"  loadsched / minimal: {used['loadsched'] / used['minimal']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
