@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from extender.app import create_app
+from extender.scheduling.verbs import LoadAwareExtender
 from extender.settings import ExtenderSettings
 from shared.kube.config import KubeEndpoint
 from shared.load_model import LoadRules
@@ -57,3 +58,20 @@ async def make_client(policy: DynamicSchedulerPolicy) -> AsyncIterator[ClientFac
 @pytest.fixture
 async def client(make_client: ClientFactory) -> httpx.AsyncClient:
     return await make_client()
+
+
+def counted(decide: LoadAwareExtender) -> dict[str, float]:
+    """The extender's filter counters, by labels: nodes filtered, unknown values, uncached."""
+    out = {}
+    for family in decide._metrics.registry.collect():  # noqa: SLF001 - its own registry
+        for sample in family.samples:
+            if sample.name.endswith("_total") and (
+                "nodes" in sample.name or "unknown" in sample.name
+            ):
+                out[f"{sample.name}{sorted(sample.labels.items())}"] = sample.value
+    return out
+
+
+def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What each counter grew by between ``before`` and ``after`` (those that did)."""
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}

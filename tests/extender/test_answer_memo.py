@@ -15,7 +15,7 @@ from extender.scheduling.wire import ARGS_DECODER, ENCODER, Node, NodeMeta
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
 from tests import payloads
-from tests.extender.conftest import NOW
+from tests.extender.conftest import NOW, counted, grown
 
 
 def node(name: str, usage: float, *, hot: int | None = None, at: datetime = NOW) -> Node:
@@ -425,22 +425,6 @@ def test_names_asked_about_twice_are_answered_as_from_scratch(rules: LoadRules) 
     after = ask(decide, "prioritize", scored)
     assert after == from_scratch("prioritize", scored)
     assert after[0] == after[1] != before[0]
-
-
-def counted(decide: LoadAwareExtender) -> dict[str, float]:
-    """The extender's filter counters by labels: nodes filtered, unknown values, not cached."""
-    out = {}
-    for family in decide._metrics.registry.collect():  # noqa: SLF001 - its own registry
-        for sample in family.samples:
-            if sample.name.endswith("_total") and (
-                "nodes" in sample.name or "unknown" in sample.name
-            ):
-                out[f"{sample.name}{sorted(sample.labels.items())}"] = sample.value
-    return out
-
-
-def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
 
 
 def test_a_filter_answer_whose_nodes_change_is_patched_to_the_answer_from_scratch() -> None:

@@ -620,6 +620,18 @@ def test_with_estimation_a_nodes_room_is_what_filter_answers_read() -> None:
         assert bool(view.verdicts["n1"].rooms) == estimation["enabled"]
 
 
+def names_extender(
+    rules: LoadRules, nodes: dict[str, dict[str, Any]]
+) -> tuple[LoadAwareExtender, NodeLoadCache]:
+    """A names-only extender whose node cache holds ``nodes``, its clock at NOW."""
+    cache = NodeLoadCache(rules)
+    cache.replace([decode_node(payloads.encode(n)) for n in nodes.values()])
+    decide = LoadAwareExtender(
+        rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
+    )
+    return decide, cache
+
+
 def test_filter_answers_made_with_the_pods_estimate_are_computed_again_not_patched() -> None:
     """Whether any node has room for the pod's estimate depends on every node asked about: a
     filter answer made with it is computed again once a node in it changes its room, never
@@ -627,24 +639,16 @@ def test_filter_answers_made_with_the_pods_estimate_are_computed_again_not_patch
     rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
     nodes = {f"n{i}": node(f"n{i}", 0.3 + i / 10, i + 1) for i in range(3)}
 
-    def extender() -> tuple[LoadAwareExtender, NodeLoadCache]:
-        cache = NodeLoadCache(rules)
-        cache.replace([decode_node(payloads.encode(n)) for n in nodes.values()])
-        decide = LoadAwareExtender(
-            rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
-        )
-        return decide, cache
-
     def ask(decide: LoadAwareExtender) -> Any:
         args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(sorted(nodes))))
         assert args.Pod is not None
         return json.loads(bytes(decide.filter(args.Pod, args)))  # type: ignore[arg-type]
 
-    decide, cache = extender()
+    decide, cache = names_extender(rules, nodes)
     ask(decide)
     nodes["n1"] = node("n1", 0.62, 2)  # passing still, with less room
     cache.apply("MODIFIED", decode_node(payloads.encode(nodes["n1"])))
-    fresh, _ = extender()
+    fresh, _ = names_extender(rules, nodes)
     assert ask(decide) == ask(fresh)
     registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
     labels = {"verb": "filter"}
@@ -663,14 +667,6 @@ def test_an_estimated_answer_where_no_node_passed_is_computed_again_when_one_doe
     rules = LoadRules.from_policy(the_policy(estimation=estimation))
     nodes = {f"n{i}": node(f"n{i}", 0.9, i + 1) for i in range(3)}
 
-    def extender() -> tuple[LoadAwareExtender, NodeLoadCache]:
-        cache = NodeLoadCache(rules)
-        cache.replace([decode_node(payloads.encode(n)) for n in nodes.values()])
-        decide = LoadAwareExtender(
-            rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
-        )
-        return decide, cache
-
     def ask(decide: LoadAwareExtender) -> tuple[Any, float]:
         args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(sorted(nodes))))
         assert args.Pod is not None
@@ -679,11 +675,11 @@ def test_an_estimated_answer_where_no_node_passed_is_computed_again_when_one_doe
         placed = registry.get_sample_value("loadsched_extender_placed_without_room_total")
         return answer, placed or 0.0
 
-    decide, cache = extender()
+    decide, cache = names_extender(rules, nodes)
     assert ask(decide)[0]["NodeNames"] == []
     nodes["n1"] = node("n1", 0.62, 2)  # under 0.65 on its own; 0.24 of 8 cores left, 0.425 asked
     cache.apply("MODIFIED", decode_node(payloads.encode(nodes["n1"])))
-    fresh, _ = extender()
+    fresh, _ = names_extender(rules, nodes)
     answer, placed = ask(decide)
     assert (answer, placed) == ask(fresh)
     assert answer["NodeNames"] == ([] if when == "wait" else ["n1"])

@@ -17,7 +17,7 @@ from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
 from shared.policy import DEFAULT_POLICY_YAML, parse_policy
 from tests import payloads
-from tests.extender.conftest import NOW
+from tests.extender.conftest import NOW, counted, grown
 
 NAMES = [f"n{i}" for i in range(8)]
 
@@ -81,18 +81,6 @@ def extender(rules: LoadRules, clock: Clock) -> tuple[LoadAwareExtender, NodeLoa
     return LoadAwareExtender(rules=rules, clock=clock, metrics=metrics, node_cache=cache), cache
 
 
-def counted(decide: LoadAwareExtender) -> dict[str, float]:
-    """The extender's filter counters, by labels (nodes filtered, unknown, uncached)."""
-    out = {}
-    for family in decide._metrics.registry.collect():  # noqa: SLF001 - its own registry
-        for sample in family.samples:
-            if sample.name.endswith("_total") and (
-                "nodes" in sample.name or "unknown" in sample.name
-            ):
-                out[f"{sample.name}{sorted(sample.labels.items())}"] = sample.value
-    return out
-
-
 @given(
     first=st.lists(nodes, max_size=8),
     steps=st.lists(st.tuples(changes, asks, st.booleans()), min_size=1, max_size=4),
@@ -142,10 +130,6 @@ def test_answers_after_changes_equal_answers_from_scratch(
 WINDOW = NAMES[::3]
 """A few of the nodes: answers kept for them are checked against the changes (a window of
 every node never is)."""
-
-
-def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
 
 
 def test_answers_are_the_full_node_answers_of_the_same_nodes() -> None:
