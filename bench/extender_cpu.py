@@ -23,7 +23,6 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,6 +38,8 @@ from bench.extender import (  # noqa: E402
 )
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
 from sandbox.build import ensure_minimal_extender  # noqa: E402
+from sandbox.cluster import http_ok  # noqa: E402
+from sandbox.processes import wait_for  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402
 from shared.policy import default_policy  # noqa: E402
 from tests import payloads  # noqa: E402
@@ -86,13 +87,8 @@ def main() -> int:
         port = free_port()
         minimal = subprocess.Popen([str(ensure_minimal_extender()), f"127.0.0.1:{port}"])
         try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).is_success:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.1)
+            ready = f"http://127.0.0.1:{port}/readyz"
+            wait_for(lambda: http_ok(ready), timeout=30, what="minimal extender /readyz")
             targets = {
                 "loadsched": (url, loadsched.pid),
                 "minimal": (f"http://127.0.0.1:{port}", minimal.pid),

@@ -441,11 +441,9 @@ class LoadAwareExtender:
         passing = tally.judge_all(names, view)
         if need is not None and passing:
             passing = tally.fit_all(passing, view)
-        result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.rejected)
-        answer, passes = ENCODER.encode(result), bool(passing)
-        filtered = _Filtered(msgspec.Raw(answer), tally, passes, passing)
+        filtered = _answered(tally, passing)
         self._filtered.put(view, key, names, filtered)
-        if passes and not self._rules.strategy_metrics:
+        if filtered.passes and not self._rules.strategy_metrics:
             # kube-scheduler's prioritize call for this pod names exactly the nodes passed, in
             # this order, encoded as msgspec encodes them (node names need no escaping): its
             # answer is prepared once this one is written, while kube-scheduler reads it.
@@ -835,7 +833,11 @@ def _patch_filter(
     (a DaemonSet pod's, or one made with the pod's estimate): it is computed again."""
     if filtered.tally.facts is None:
         return None
-    tally, passing = filtered.tally.patched(names, at, view)
+    return _answered(*filtered.tally.patched(names, at, view))
+
+
+def _answered(tally: _Tally, passing: list[str]) -> _Filtered:
+    """The names-only filter answer that passes ``passing`` and rejects as ``tally`` says."""
     result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.rejected)
     return _Filtered(msgspec.Raw(ENCODER.encode(result)), tally, bool(passing), passing)
 
