@@ -15,22 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
 import weakref
 from collections import deque
 from collections.abc import Mapping
 from functools import partial
-from typing import cast
 from urllib.parse import quote
 
-import httptools
 import httpx
 import msgspec
 
 from shared.errors import APINotFoundError
-from shared.kube import patching
-from shared.kube.config import BearerAuth, KubeEndpoint
+from shared.kube import direct, patching
+from shared.kube.config import KubeEndpoint
+from shared.kube.direct import AnswerReader, Route, header
 from shared.kube.paths import NODES
 from shared.kube.requesting import DEFAULT_RETRY, retried
 from shared.kube.retrying import RetryPolicy
@@ -102,70 +100,49 @@ def kube_client(
     client._cookies = _NoCookies()  # noqa: SLF001
     if patch_transport is not None:
         _DIRECT[client] = patch_transport
+        direct.register(client, endpoint)
     return client
 
 
 class _DirectPatch:
     """A node's merge patch written as bytes to the client's :class:`PatchTransport`, without
     httpx's request and response objects (building them, and the URL, cost more CPU than the
-    rest of a patch). The request is the one httpx would send (the client's address, path
-    prefix, ``Accept``, ``User-Agent`` and token, asked for on every request so a rotated
-    one is used); a 2xx answer's body is dropped unread, any other becomes the same
-    :class:`~shared.errors.APIError` as through httpx."""
+    rest of a patch). The request is the one httpx would send (the client's
+    :class:`~shared.kube.direct.Route`: address, path prefix, ``Accept``, ``User-Agent`` and
+    token, asked for on every request so a rotated one is used); a 2xx answer's body is
+    dropped unread, any other becomes the same :class:`~shared.errors.APIError` as through
+    httpx."""
 
-    def __init__(
-        self,
-        transport: PatchTransport,
-        client: httpx.AsyncClient,
-        auth: BearerAuth | None,
-        timeout: httpx.Timeout,
-    ) -> None:
-        base = client.base_url
+    def __init__(self, transport: PatchTransport, route: Route, timeout: httpx.Timeout) -> None:
         self._transport = transport
-        self._auth = auth
+        self._route = route
         self._timeout = timeout
-        self._origin = (base.scheme, base.host, base.port or _PORTS[base.scheme])
-        self._prefix = base.raw_path.rstrip(b"/") + NODES.path().encode() + b"/"
-        headers = {
-            "Host": base.netloc.decode("ascii"),
-            "Accept": client.headers.get("Accept", "application/json"),
-            "User-Agent": client.headers.get("User-Agent", "loadsched"),
-            "Content-Type": patching.PatchType.MERGE.value,
-        }
-        self._headers = b"".join(_header(k, v) for k, v in headers.items())
+        self._prefix = NODES.path().encode() + b"/"
+        self._type = header("Content-Type", patching.PatchType.MERGE.value)
 
     @classmethod
     def of(cls, client: httpx.AsyncClient, timeout: httpx.Timeout) -> _DirectPatch | None:
         """The direct path of a client :func:`kube_client` built with its own transport and
         token (or none: client certificates); None for any other client."""
         transport = _DIRECT.get(client)
-        auth = client.auth
-        if transport is None or not (auth is None or isinstance(auth, BearerAuth)):
+        route = direct.route(client)
+        if transport is None or route is None:
             return None
-        return cls(transport, client, auth, timeout)
+        return cls(transport, route, timeout)
 
     async def patch(self, node: str, body: bytes, what: str) -> None:
         """One attempt; raises the error of a non-2xx answer or of the connection."""
-        head = [b"PATCH ", self._prefix, quote(node, safe="").encode(), b" HTTP/1.1\r\n"]
-        head.append(self._headers)
-        token = self._auth.authorization() if self._auth is not None else None
-        if token:
-            head.append(_header("Authorization", token))
-        head += (b"Content-Length: %d\r\n\r\n" % len(body), body)
+        target = self._prefix + quote(node, safe="").encode()
+        length = b"Content-Length: %d\r\n" % len(body)
+        request = self._route.head(b"PATCH", target, self._type + length) + body
         try:
             status, headers, content = await self._transport.send(
-                self._origin, b"".join(head), self._timeout.connect, self._timeout.read
+                self._route.origin, request, self._timeout.connect, self._timeout.read
             )
         except httpx.HTTPError as e:
             raise unreachable(e, what) from e
         if not 200 <= status < 300:
             raise_for_status(httpx.Response(status, headers=headers, content=content))
-
-
-def _header(name: str, value: str) -> bytes:
-    if "\r" in value or "\n" in value:
-        raise httpx.LocalProtocolError(f"header {name}: line breaks are not allowed")
-    return f"{name}: {value}\r\n".encode()
 
 
 class _NoCookies(httpx.Cookies):
@@ -177,64 +154,21 @@ class _NoCookies(httpx.Cookies):
         return None
 
 
-def _ssl_context(endpoint: KubeEndpoint) -> ssl.SSLContext:
-    """The endpoint's TLS settings as one context, as httpx would build it."""
-    if isinstance(endpoint.verify, ssl.SSLContext):
-        context = endpoint.verify
-    elif endpoint.verify:
-        context = ssl.create_default_context()
-    else:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if endpoint.cert:
-        context.load_cert_chain(*endpoint.cert)
-    return context
-
-
-class _Connection(asyncio.Protocol):
+class _Connection(AnswerReader):
     """One HTTP/1.1 connection: one request at a time, its answer gathered by httptools."""
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        super().__init__()
         self.closed = False
         self.idle_since = 0.0
-        self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[None] | None = None
-        self._received = False
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.body: list[bytes] = []
-        self.status = 0
         self.keep_alive = False
 
-    # asyncio.Protocol
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
-
-    def data_received(self, data: bytes) -> None:
-        self._received = True
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as e:
-            self._fail(httpx.RemoteProtocolError(f"malformed response: {e}"))
-            self.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self._received:
-            self._fail(httpx.ReadError(f"connection lost during the response: {exc}"))
-        else:
-            self._fail(httpx.RemoteProtocolError("server closed the connection without a response"))
-
-    # httptools callbacks
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
-
-    def on_body(self, body: bytes) -> None:
-        self.body.append(body)
+    def fail(self, error: Exception) -> None:
+        self._fail(error)
+        self.close()
 
     def on_message_complete(self) -> None:
-        self.status = self._parser.get_status_code()
         self.keep_alive = self._parser.should_keep_alive()
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
@@ -275,7 +209,7 @@ class PatchTransport(httpx.AsyncBaseTransport):
         fallback: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         url = httpx.URL(endpoint.host)
-        self._tls = _ssl_context(endpoint) if url.scheme == "https" else None
+        self._tls = direct.ssl_context(endpoint) if url.scheme == "https" else None
         self._fallback = fallback or httpx.AsyncHTTPTransport(
             verify=self._tls or True,
             limits=httpx.Limits(
@@ -292,7 +226,7 @@ class PatchTransport(httpx.AsyncBaseTransport):
         origin = (
             request.url.scheme,
             request.url.host,
-            request.url.port or _PORTS[request.url.scheme],
+            request.url.port or direct.PORTS[request.url.scheme],
         )
         status, headers, body = await self.send(
             origin, _serialize(request), timeouts.get("connect"), timeouts.get("read")
@@ -343,19 +277,7 @@ class PatchTransport(httpx.AsyncBaseTransport):
         pool.append(connection)
 
     async def _connect(self, origin: tuple[str, str, int], timeout: float | None) -> _Connection:
-        scheme, host, port = origin
-        loop = asyncio.get_running_loop()
-        tls = self._tls if scheme == "https" else None
-        try:
-            async with asyncio.timeout(timeout):
-                _, connection = await loop.create_connection(
-                    _Connection, host, port, ssl=tls, server_hostname=host if tls else None
-                )
-        except TimeoutError:
-            raise httpx.ConnectTimeout(f"connect to {host}:{port}: timed out") from None
-        except (OSError, ssl.SSLError) as e:
-            raise httpx.ConnectError(f"connect to {host}:{port}: {e}") from e
-        return connection
+        return await direct.open_connection(_Connection, origin, self._tls, timeout)
 
     async def aclose(self) -> None:
         for pool in self._idle.values():
@@ -363,9 +285,6 @@ class PatchTransport(httpx.AsyncBaseTransport):
                 connection.close()
         self._idle.clear()
         await self._fallback.aclose()
-
-
-_PORTS = {"http": 80, "https": 443}
 
 
 def _serialize(request: httpx.Request) -> bytes:

@@ -1,11 +1,14 @@
 """A scripted fake of the API server's list and watch for one collection, behind an
-``httpx.MockTransport``: unit tests use it instead of patching."""
+``httpx.MockTransport``: unit tests use it instead of patching. :func:`served` puts any such
+handler behind a real HTTP/1.1 socket, for the paths that write to the connection directly
+(:mod:`shared.kube.direct`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,3 +155,72 @@ class FakeConfigMaps:
 
 def _status(code: int, reason: str) -> httpx.Response:
     return httpx.Response(code, json={"kind": "Status", "code": code, "reason": reason})
+
+
+Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+
+
+@contextlib.asynccontextmanager
+async def served(handler: Handler) -> AsyncIterator[str]:
+    """``handler`` answering HTTP/1.1 on 127.0.0.1 (kept-alive connections), at the URL
+    yielded. Every answer is sent chunked, each piece of its stream as it comes; a stream that
+    raises ends the connection in the middle of the answer, as a dropped connection does."""
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request_line, *lines = (await reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
+                method, target, _ = request_line.split(" ")
+                headers = [tuple(line.split(": ", 1)) for line in lines if line]
+                length = next((int(v) for k, v in headers if k.lower() == "content-length"), 0)
+                request = httpx.Request(
+                    method,
+                    f"http://served{target}",
+                    headers=headers,
+                    content=await reader.readexactly(length),
+                )
+                response = await handler(request)
+                head = [f"HTTP/1.1 {response.status_code} {response.reason_phrase}"]
+                head += [
+                    f"{k}: {v}"
+                    for k, v in response.headers.items()
+                    if k not in ("content-length", "transfer-encoding")
+                ]
+                writer.write(
+                    ("\r\n".join(head) + "\r\nTransfer-Encoding: chunked\r\n\r\n").encode()
+                )
+                pieces = response.aiter_raw() if not response.is_stream_consumed else _one(response)
+                async for chunk in pieces:
+                    if chunk:
+                        writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        await writer.drain()
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, httpx.HTTPError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    def start(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.create_task(answer(reader, writer))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    server = await asyncio.start_server(start, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+        await asyncio.sleep(0)  # a connection accepted just before is made and answered
+        while tasks:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await server.wait_closed()
+
+
+async def _one(response: httpx.Response) -> AsyncIterator[bytes]:
+    yield response.content  # an answer built whole

@@ -18,6 +18,7 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
 from shared.errors import ConfigError
+from shared.kube import direct
 
 DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 """Every request but watches: 10 s overall, 5 s to connect."""
@@ -71,7 +72,7 @@ class KubeEndpoint:
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
-        return httpx.AsyncClient(
+        client = httpx.AsyncClient(
             limits=limits,
             base_url=self.host,
             verify=self.verify,
@@ -81,6 +82,9 @@ class KubeEndpoint:
             transport=transport,
             headers={"Accept": "application/json", "User-Agent": "loadsched"},
         )
+        if transport is None:
+            direct.register(client, self)  # watches read straight off the connection
+        return client
 
 
 def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext | bool:

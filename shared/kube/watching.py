@@ -24,10 +24,12 @@ import httpx
 import msgspec
 
 from shared.errors import APIError, APIGoneError, APIUnreachableError
+from shared.kube import direct
 from shared.kube.config import WATCH_TIMEOUT
 from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.kube.status import Status, raise_for_status, status_error, unreachable
+from shared.kube.streaming import split_lines, stream_lines
 
 logger = logging.getLogger(__name__)
 
@@ -223,7 +225,13 @@ class Reflector(Generic[T]):
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(self._watch_seconds),
         }
+        route = direct.route(self._client)
         try:
+            if route is not None:
+                await stream_lines(
+                    route, self._path, params, self._handle, connect_timeout=WATCH_TIMEOUT.connect
+                )
+                return
             async with self._client.stream(
                 "GET", self._path, params=params, timeout=WATCH_TIMEOUT
             ) as response:
@@ -253,18 +261,5 @@ async def event_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     last event applied, so the server sends it again)."""
     pending: list[bytes] = []
     async for chunk in chunks:
-        if b"\n" not in chunk:
-            pending.append(chunk)
-            continue
-        first, *lines, last = chunk.split(b"\n")
-        if pending:
-            pending.append(first)
-            first = b"".join(pending)
-            pending = []
-        if first:
-            yield first
-        for line in lines:
-            if line:
-                yield line
-        if last:
-            pending.append(last)
+        for line in split_lines(pending, chunk):
+            yield line

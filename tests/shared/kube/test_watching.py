@@ -1,12 +1,15 @@
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 
 import httpx
 import msgspec
 import pytest
 
+from shared.kube import direct
+from shared.kube.config import KubeEndpoint
 from shared.kube.watching import Backoff, Reflector, event_lines
-from tests.fakekube import FakeCollection, event, gone, obj
+from tests.fakekube import FakeCollection, event, gone, obj, served
 
 pytestmark = pytest.mark.anyio
 
@@ -35,11 +38,29 @@ class DictStore:
             self.items[item.metadata.name] = item.metadata.resourceVersion
 
 
+@pytest.fixture(params=["mock", "socket"])
+def over(request: pytest.FixtureRequest) -> str:
+    """Each reflector test runs twice: behind httpx's mock transport (the watch read through
+    httpx) and behind a real socket (the watch read straight off the connection)."""
+    return str(request.param)
+
+
+@contextlib.asynccontextmanager
+async def client_of(fake: FakeCollection, over: str) -> AsyncIterator[httpx.AsyncClient]:
+    if over == "mock":
+        async with httpx.AsyncClient(base_url="https://api", transport=fake.transport()) as c:
+            yield c
+        return
+    async with served(fake.handler) as url, KubeEndpoint(host=url).client() as client:
+        assert direct.route(client) is not None
+        yield client
+
+
 async def run_until(
-    fake: FakeCollection, store: DictStore, done: callable, page_size: int = 2
+    fake: FakeCollection, store: DictStore, done: callable, over: str, page_size: int = 2
 ) -> Reflector[Item]:
     decoder = msgspec.json.Decoder(Item)
-    async with httpx.AsyncClient(base_url="https://api", transport=fake.transport()) as client:
+    async with client_of(fake, over) as client:
         reflector = Reflector[Item](
             client=client,
             path="/api/v1/nodes",
@@ -50,17 +71,16 @@ async def run_until(
             backoff=Backoff(base=0.0, cap=0.0),
         )
         task = asyncio.create_task(reflector.run())
-        for _ in range(500):
-            await asyncio.sleep(0.001)
-            if done():
-                break
+        deadline = asyncio.get_running_loop().time() + 10
+        while not done() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.002)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
     return reflector
 
 
-async def test_lists_in_pages_then_watches_from_the_list_version() -> None:
+async def test_lists_in_pages_then_watches_from_the_list_version(over: str) -> None:
     fake = FakeCollection(
         lists=[(10, [obj("n1", 1), obj("n2", 2), obj("n3", 3)])],
         watches=[
@@ -72,7 +92,7 @@ async def test_lists_in_pages_then_watches_from_the_list_version() -> None:
         ],
     )
     store = DictStore()
-    reflector = await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2)
+    reflector = await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2, over)
     assert store.items == {"n1": "12", "n3": "3", "n4": "11"}
     assert reflector.synced.is_set()
     # two pages (limit 2), continue token passed on
@@ -87,46 +107,46 @@ async def test_lists_in_pages_then_watches_from_the_list_version() -> None:
     )
 
 
-async def test_bookmark_advances_the_version_without_touching_the_store() -> None:
+async def test_bookmark_advances_the_version_without_touching_the_store(over: str) -> None:
     fake = FakeCollection(
         lists=[(10, [obj("n1", 1)])],
         watches=[[{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "50"}}}]],
     )
     store = DictStore()
-    await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2)
+    await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2, over)
     assert store.items == {"n1": "1"}
     assert fake.watch_versions() == ["10", "50"]
 
 
-async def test_gone_relists_and_replaces() -> None:
+async def test_gone_relists_and_replaces(over: str) -> None:
     fake = FakeCollection(
         lists=[(10, [obj("n1", 1), obj("n2", 2)]), (30, [obj("n1", 25)])],
         watches=[[event("ADDED", obj("n3", 11)), gone()]],
     )
     store = DictStore()
-    reflector = await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2)
+    reflector = await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2, over)
     assert store.items == {"n1": "25"}
     assert store.replaced == 2
     assert reflector.relists == 1
     assert fake.watch_versions() == ["10", "30"]
 
 
-async def test_disconnect_resumes_the_watch_without_relisting() -> None:
+async def test_disconnect_resumes_the_watch_without_relisting(over: str) -> None:
     fake = FakeCollection(
         lists=[(10, [obj("n1", 1)])],
         watches=[[event("ADDED", obj("n2", 11)), httpx.ReadError("connection reset")]],
     )
     store = DictStore()
-    await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2)
+    await run_until(fake, store, lambda: len(fake.watch_versions()) >= 2, over)
     assert store.items == {"n1": "1", "n2": "11"}
     assert fake.list_count() == 1
     assert fake.watch_versions() == ["10", "11"]
 
 
-async def test_failed_list_is_retried_not_dropped() -> None:
+async def test_failed_list_is_retried_not_dropped(over: str) -> None:
     fake = FakeCollection(lists=[(10, [obj("n1", 1)])], list_status=[500, 429, 403])
     store = DictStore()
-    reflector = await run_until(fake, store, lambda: store.replaced >= 1)
+    reflector = await run_until(fake, store, lambda: store.replaced >= 1, over)
     assert store.items == {"n1": "1"}
     assert reflector.synced.is_set()
     assert fake.list_count() == 4
