@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import urllib.request
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -172,7 +173,7 @@ def route(client: httpx.AsyncClient) -> Route | None:
     found = None
     if endpoint is not None and (auth is None or hasattr(auth, "authorization")):
         base = client.base_url
-        if base.scheme in PORTS:
+        if base.scheme in PORTS and not _proxied(base):
             lines = {
                 "Host": base.netloc.decode("ascii"),
                 "Accept": client.headers.get("Accept", "application/json"),
@@ -187,3 +188,10 @@ def route(client: httpx.AsyncClient) -> Route | None:
             )
     _ROUTES[client] = found
     return found
+
+
+def _proxied(url: httpx.URL) -> bool:
+    """Whether httpx would send requests to ``url`` through a proxy named in the environment
+    (``HTTPS_PROXY`` and the like, less ``NO_PROXY``): those keep going through httpx."""
+    proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
+    return bool(proxy) and not urllib.request.proxy_bypass(url.host)

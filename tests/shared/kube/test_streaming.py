@@ -210,6 +210,17 @@ async def test_only_clients_built_for_an_endpoint_with_a_token_or_none_have_a_ro
         assert direct.route(client) is None
 
 
+async def test_a_client_whose_requests_go_through_a_proxy_has_no_route(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "bypassed.example")
+    async with KubeEndpoint(host="https://api.example").client() as client:
+        assert direct.route(client) is None
+    async with KubeEndpoint(host="https://bypassed.example").client() as client:
+        assert direct.route(client) is not None
+
+
 @pytest.mark.parametrize(
     ("chunks_in", "lines"),
     [
