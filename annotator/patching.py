@@ -100,7 +100,7 @@ def kube_client(
     client._cookies = _NoCookies()  # noqa: SLF001
     if patch_transport is not None:
         _DIRECT[client] = patch_transport
-        direct.register(client, endpoint)
+        direct.register(client, endpoint, own_transport=True)  # httpx uses no proxy
     return client
 
 

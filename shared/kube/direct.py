@@ -155,12 +155,18 @@ async def open_connection(
 
 _ENDPOINTS: weakref.WeakKeyDictionary[httpx.AsyncClient, KubeEndpoint] = weakref.WeakKeyDictionary()
 _ROUTES: weakref.WeakKeyDictionary[httpx.AsyncClient, Route | None] = weakref.WeakKeyDictionary()
+_OWN_TRANSPORT: weakref.WeakSet[httpx.AsyncClient] = weakref.WeakSet()
 
 
-def register(client: httpx.AsyncClient, endpoint: KubeEndpoint) -> None:
+def register(
+    client: httpx.AsyncClient, endpoint: KubeEndpoint, *, own_transport: bool = False
+) -> None:
     """``client`` talks to ``endpoint`` as httpx's own transport would: requests may be
-    written to it directly."""
+    written to it directly. ``own_transport``: the client was given a transport of its own,
+    which httpx sends through whatever proxy the environment names."""
     _ENDPOINTS[client] = endpoint
+    if own_transport:
+        _OWN_TRANSPORT.add(client)
 
 
 def route(client: httpx.AsyncClient) -> Route | None:
@@ -173,7 +179,7 @@ def route(client: httpx.AsyncClient) -> Route | None:
     found = None
     if endpoint is not None and (auth is None or hasattr(auth, "authorization")):
         base = client.base_url
-        if base.scheme in PORTS and not _proxied(base):
+        if base.scheme in PORTS and (client in _OWN_TRANSPORT or not _proxied(base)):
             lines = {
                 "Host": base.netloc.decode("ascii"),
                 "Accept": client.headers.get("Accept", "application/json"),
@@ -191,7 +197,8 @@ def route(client: httpx.AsyncClient) -> Route | None:
 
 
 def _proxied(url: httpx.URL) -> bool:
-    """Whether httpx would send requests to ``url`` through a proxy named in the environment
-    (``HTTPS_PROXY`` and the like, less ``NO_PROXY``): those keep going through httpx."""
+    """Whether requests to ``url`` would go through a proxy named in the environment
+    (``HTTPS_PROXY`` and the like, less ``NO_PROXY``, as urllib reads them; httpx's own
+    reading may differ at the edges): those keep going through httpx."""
     proxy = urllib.request.getproxies().get(url.scheme) or urllib.request.getproxies().get("all")
     return bool(proxy) and not urllib.request.proxy_bypass(url.host)

@@ -219,6 +219,11 @@ async def test_a_client_whose_requests_go_through_a_proxy_has_no_route(
         assert direct.route(client) is None
     async with KubeEndpoint(host="https://bypassed.example").client() as client:
         assert direct.route(client) is not None
+    # a client given its own transport: httpx sends it through no proxy either
+    own = KubeEndpoint(host="https://api.example")
+    async with own.client(transport=httpx.AsyncHTTPTransport()) as client:
+        direct.register(client, own, own_transport=True)
+        assert direct.route(client) is not None
 
 
 @pytest.mark.parametrize(
