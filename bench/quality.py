@@ -51,6 +51,7 @@ from bench.quality_strategies import (  # noqa: E402
     BY_KEY,
     CPU_LIMIT,
     DEFAULT,
+    DELAY,
     HOT_VALUE,
     MEMORY_LIMIT,
     PERIOD,
@@ -102,7 +103,9 @@ def setting_notes() -> list[str]:
     return [
         f"shortened for minutes, not hours: metrics are 1-minute averages and standard deviations "
         f"synced every {PERIOD} (crane: 5-minute averages every 3 minutes); Prometheus scrapes "
-        f"and evaluates rules every 5 s; hot value {HOT_VALUE} (crane's 5m and 1m, scaled)",
+        f"and evaluates rules every 5 s, so a value's window ends about {DELAY} before its "
+        f"timestamp (bench/sample_delay.py; syncPolicy delay); hot value {HOT_VALUE} "
+        f"(crane's 5m and 1m, scaled)",
         f"limits (predicates, and what counts as overload for every strategy): CPU {CPU_LIMIT:.0%}, "
         f"memory {MEMORY_LIMIT:.0%} of the node; 8 nodes × 8 cores, 32 GiB; 2 start busy",
         "usage is the exporter's true usage (what the node does), not the metrics loadsched reads",

@@ -30,7 +30,7 @@ class MetricsStack:
     def instance(self, node: NodeSpec) -> str:
         return f"{node.ip}:{self.port}"
 
-    def start(self) -> MetricsStack:
+    def start(self, *, scrape_interval: str = "5s") -> MetricsStack:
         self.sandbox.supervisor.start(
             "exporter",
             [
@@ -47,7 +47,7 @@ class MetricsStack:
             + [f"{n.name}={n.ip}" for n in self.nodes],
             cwd=ROOT,
         )
-        self.prometheus.start(self.targets())
+        self.prometheus.start(self.targets(), scrape_interval=scrape_interval)
         return self
 
     def targets(self) -> list[str]:

@@ -28,7 +28,9 @@ class Prometheus:
     ) -> None:
         self.supervisor = supervisor
         self.rules = rules
-        """The recording rules file (the chart's by default); its groups run every 5 s."""
+        """The recording rules file (the chart's by default)."""
+        self.rule_interval: str | None = SANDBOX_INTERVAL
+        """Every group of :attr:`rules` runs this often (5 s); ``None`` keeps the file's own."""
         self.workdir = workdir
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -50,8 +52,9 @@ class Prometheus:
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
         rules = yaml.safe_load(self.rules.read_text())
-        for group in rules["groups"]:
-            group["interval"] = SANDBOX_INTERVAL
+        if self.rule_interval is not None:
+            for group in rules["groups"]:
+                group["interval"] = self.rule_interval
         (self.workdir / "rules.yaml").write_text(yaml.safe_dump(rules))
         self.write_targets(targets)
         (self.workdir / "prometheus.yaml").write_text(

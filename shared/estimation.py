@@ -1,6 +1,8 @@
 """Estimation of pods a metric's value does not show yet. Pure; no I/O, no clock.
 
-A metric's value is an average over a window ending at its sample time. A pod bound after the
+A metric's value is an average over a window ending at its sample time: its annotation's
+timestamp less the metric's ``delay`` (scrape, recording rules and query come between what a
+node used and the value written; the load model passes the difference). A pod bound after the
 sample is not in it at all; a pod bound ``t`` before it is in it for ``t / window`` of the
 window. Until the window covers the pod, the load model adds the part it misses:
 

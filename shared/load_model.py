@@ -258,7 +258,7 @@ def evaluate(
                 added = estimated_share(
                     placed,
                     resource=rule.resource,
-                    sample_at=value.timestamp,
+                    sample_at=value.timestamp - rule.delay,
                     window=rule.coverage,
                     size=size,
                     policy=estimation,

@@ -48,6 +48,12 @@ _AVERAGE = re.compile(r"_avg_(\d{1,6})([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+DEFAULT_SAMPLE_DELAY = timedelta(seconds=75)
+"""How long before its timestamp a metric's window ends, unless ``syncPolicy[].delay`` says:
+the chart's recording rules (instantaneous usage every 30 s, 5-minute averages every minute)
+behind a 30 s scrape (``bench/sample_delay.py --rules chart`` measures it)."""
+
+
 def default_window(name: str) -> timedelta | None:
     """How long after a pod starts ``name``'s value fully shows it, from the name alone: 5m for
     crane's ``*_usage_max_avg_1h``/``_1d``; ``<n><unit>`` for a name ending ``_avg_<n><unit>``
@@ -90,12 +96,24 @@ class SyncPolicy(_Strict):
     window: GoDuration | None = None
     """loadsched: how long after a pod starts the metric's value fully shows it (an average's
     window); default from the name (:func:`default_window`), else the value is not estimated."""
+    delay: GoDuration = DEFAULT_SAMPLE_DELAY
+    """loadsched: how long before its annotation's timestamp the metric's window ends: the
+    scrape interval, the recording rules' evaluation intervals and the annotator's query all
+    come between what a node used and the value written. Estimation takes the sample as taken
+    this long before its timestamp, so a pod is held until the window has really covered it."""
 
     @field_validator("window")
     @classmethod
     def _positive_window(cls, value: timedelta | None) -> timedelta | None:
         if value is not None and value <= timedelta(0):
             raise ValueError("must be > 0")
+        return value
+
+    @field_validator("delay")
+    @classmethod
+    def _delay_range(cls, value: timedelta) -> timedelta:
+        if not timedelta(0) <= value <= timedelta(hours=1):
+            raise ValueError("must be between 0s and 1h")
         return value
 
     @property

@@ -38,6 +38,8 @@ class MetricRule:
     releases: bool = False
     """The value lets go of a pod ``coverage`` after it left (an average, not a maximum):
     estimation may subtract pods gone (``subtractDeparted``)."""
+    delay: timedelta = timedelta(0)
+    """How long before its timestamp the value's window ends (``syncPolicy[].delay``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,7 @@ class LoadRules:
                 sync.measures,
                 sync.coverage,
                 releases=sync.coverage is not None and sync.releases,
+                delay=sync.delay,
             )
 
         predicates = tuple(rule(p.name, p.max_limit_percent) for p in spec.predicate)
@@ -141,7 +144,7 @@ class LoadRules:
         if estimation is not None:
             retention = max(
                 (
-                    estimation.startup + s.coverage + s.period + EXTRA_ACTIVE_PERIOD
+                    estimation.startup + s.delay + s.coverage + s.period + EXTRA_ACTIVE_PERIOD
                     for s in read
                     if s.coverage
                 ),

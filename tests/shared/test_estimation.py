@@ -24,6 +24,7 @@ from shared.estimation import (
 )
 from shared.load_model import WITH_POD, LoadRules, NodeLoad, evaluate, refusal_for
 from shared.policy import (
+    DEFAULT_SAMPLE_DELAY,
     EstimationPolicy,
     TargetLoadPacking,
     default_policy,
@@ -33,6 +34,7 @@ from shared.policy import (
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
+SEC = timedelta(seconds=1)
 GiB = 2**30
 
 
@@ -111,7 +113,7 @@ def test_a_pod_gone_is_taken_off_for_the_part_of_the_window_it_still_holds() -> 
             releases=releases,
         )
         assert share == pytest.approx(1.7 / 8)
-    rules = policy(estimation={"enabled": True})
+    rules = policy(estimation={"enabled": True}, delay="0s")
     load = NodeLoad.from_annotations("n1", node(0.7), rules, SIZE)
     verdict = evaluate(load, rules, NOW + 3 * MIN, [gone])  # 0.70 - 0.1275 = 0.5725
     assert verdict.overload is None and verdict.placed == 0
@@ -123,6 +125,40 @@ def test_a_pod_gone_is_taken_off_for_the_part_of_the_window_it_still_holds() -> 
     )
     little = evaluate(NodeLoad.from_annotations("n1", node(0.05), rules, SIZE), rules, NOW, [gone])
     assert little.terms[0].value == 0.0, "never below nothing"
+
+
+@pytest.mark.parametrize(
+    ("delay", "arrived", "departed"),
+    [
+        # window ending at the timestamp: the pods started a minute into it (covered 1/5), the
+        # pod gone left 2 minutes before its end (held 3/5)
+        ("0s", 2 * 0.85 * 0.8 / 8, 1.7 * 0.6 / 8),
+        # the default, ending 75 s before: the pods started after it, the pod gone left 45 s
+        # before its end (held from its start: 4m15s of 5m)
+        (None, 2 * 0.85 / 8, 1.7 * 0.85 / 8),
+        # ending 4 minutes before: the pod gone ran through all of it
+        ("4m", 2 * 0.85 / 8, 1.7 / 8),
+    ],
+)
+def test_a_sample_is_taken_as_ending_its_delay_before_its_timestamp(
+    delay: str | None, arrived: float, departed: float
+) -> None:
+    """An 8-core node whose 5-minute average is stamped NOW: two 1-core pods Ready a minute
+    before NOW, and a 2-core pod that left 2 minutes before NOW after an hour's run. The value
+    was computed from usage up to ``delay`` before its stamp (scrape, rules, query), so the
+    pods are held until the window really covers them, and the pod gone for as long as the
+    window really holds it."""
+    rules = policy(estimation={"enabled": True}, delay=delay)
+    arrivals = [
+        replace(pod(NOW - 70 * SEC, cpu=1), uid=f"p{i}", ready_at=NOW - MIN) for i in range(2)
+    ]
+    gone = replace(pod(NOW - 60 * MIN, cpu=2), ready_at=NOW - 59 * MIN, gone_at=NOW - 2 * MIN)
+    load = NodeLoad.from_annotations("n1", node(0.5), rules, SIZE)
+    assert evaluate(load, rules, NOW, arrivals).terms[0].estimated == pytest.approx(arrived)
+    assert evaluate(load, rules, NOW, [gone]).terms[0].estimated == pytest.approx(-departed)
+    # nothing depends on the time of reading
+    later = evaluate(load, rules, NOW + 2 * MIN, arrivals).terms[0].estimated
+    assert later == pytest.approx(arrived)
 
 
 @pytest.mark.parametrize(
@@ -239,12 +275,14 @@ def test_trimaran_predicted_cpu_adds_overhead_and_sums_containers() -> None:
     )
 
 
-def policy(**spec: Any) -> LoadRules:
+def policy(delay: str | None = None, **spec: Any) -> LoadRules:
+    """Crane's 5-minute averages; ``delay`` sets each one's ``syncPolicy[].delay``."""
+    sync: list[dict[str, Any]] = [
+        {"name": "cpu_usage_avg_5m", "period": "3m"},
+        {"name": "mem_usage_avg_5m", "period": "3m"},
+    ]
     base: dict[str, Any] = {
-        "syncPolicy": [
-            {"name": "cpu_usage_avg_5m", "period": "3m"},
-            {"name": "mem_usage_avg_5m", "period": "3m"},
-        ],
+        "syncPolicy": [s if delay is None else {**s, "delay": delay} for s in sync],
         "predicate": [
             {"name": "cpu_usage_avg_5m", "maxLimitPecent": 0.65},
             {"name": "mem_usage_avg_5m", "maxLimitPecent": 0.65},
@@ -457,6 +495,21 @@ def test_per_node_limits(limits: str, overloaded: bool, error: str | None) -> No
             "spec.syncPolicy[0].resource",
             "",
         ),
+        (
+            {"syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m", "delay": "-5s"}]},
+            "spec.syncPolicy[0].delay",
+            "between 0s and 1h",
+        ),
+        (
+            {"syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m", "delay": "2h"}]},
+            "spec.syncPolicy[0].delay",
+            "between 0s and 1h",
+        ),
+        (
+            {"syncPolicy": [{"name": "cpu_usage_avg_5m", "period": "3m", "delay": 75}]},
+            "spec.syncPolicy[0].delay",
+            "Go duration",
+        ),
     ],
 )
 def test_bad_fields_are_named(spec: dict[str, Any], path: str, message: str) -> None:
@@ -474,7 +527,8 @@ def test_defaults_read_from_metric_names() -> None:
     assert rules.estimation.factor_of("cpu") == 0.5  # the earlier single factor still reads
     # retention: the startup allowance + the longest window + period + 5m of the metrics
     assert rules.estimation.startup == timedelta(seconds=30)
-    assert rules.retention == timedelta(seconds=30) + 5 * MIN + 3 * MIN + 5 * MIN
+    assert cpu.delay == DEFAULT_SAMPLE_DELAY == timedelta(seconds=75)
+    assert rules.retention == timedelta(seconds=30) + 75 * SEC + 5 * MIN + 3 * MIN + 5 * MIN
     assert not policy().reads_pods
     assert cpu.releases, "an average lets go of a pod a window after it left"
     crane = LoadRules.from_policy(default_policy())
