@@ -220,7 +220,7 @@ def report(
     )
     medians = median_figures(rounds)
     checks, ok = targets(medians)
-    checks += why(rounds, medians)
+    checks += why(rounds, medians, traces)
     for line in checks:
         print(line)
     if save:

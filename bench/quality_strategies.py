@@ -18,9 +18,9 @@ from shared.policy import parse_policy
 
 RULES = Path(__file__).with_name("quality_rules.yaml")
 PERIOD = "15s"
-DELAY = "8s"
+DELAY = "9s"
 """How long before its timestamp each metric's window ends on this bench's pipeline (5 s
-scrapes and rules, queries every 15 s): ``bench/sample_delay.py`` measures a median of 7.8 s."""
+scrapes and rules, queries every 15 s): ``bench/sample_delay.py`` measures a median of 8.7 s."""
 CPU_LIMIT = 0.70
 MEMORY_LIMIT = 0.70
 SYNC = [
@@ -41,8 +41,9 @@ SYNC = [
         "delay": DELAY,
     },
 ]
-"""What the annotator syncs for every strategy (``window``/``resource`` need the estimation
-schema; without it the stddev entries are left out and LoadVariationRiskBalancing cannot run)."""
+"""What the annotator syncs for every strategy (``window``/``resource``/``delay`` need the
+estimation schema; without it only crane's fields of the two averages are kept, and
+LoadVariationRiskBalancing cannot run)."""
 PREDICATES = [
     {"name": "cpu_usage_avg_1m", "maxLimitPecent": CPU_LIMIT},
     {"name": "mem_usage_avg_1m", "maxLimitPecent": MEMORY_LIMIT},
@@ -53,7 +54,9 @@ PRIORITIES = [
 ]
 HOT_VALUE = [{"timeRange": "1m", "count": 5}, {"timeRange": "12s", "count": 2}]
 """crane's default hot value (5 per 5m, 2 per 1m) scaled like the metrics' windows (5m → 1m)."""
-KOORDINATOR = {"enabled": True, "factors": {"cpu": 0.85, "memory": 0.70}}
+FACTORS = {"cpu": 0.85, "memory": 0.70}
+"""Koordinator's: what estimation assumes a pod uses of its request."""
+KOORDINATOR = {"enabled": True, "factors": FACTORS}
 TRIMARAN = {"enabled": False}
 """Trimaran's strategies as published: TargetLoadPacking predicts the pods its sample misses by
 its own rule (limit, else request × requestsMultiplier 1.5, for pods bound since the sample or
@@ -108,11 +111,12 @@ class Strategy:
 
 
 def sync_policy() -> list[dict[str, Any]]:
-    """Every entry, or only the two averages where the estimation schema is not there yet."""
+    """Every entry, or only crane's fields of the two averages where the estimation schema is
+    not there yet."""
     try:
         parse_policy({"spec": {"syncPolicy": SYNC}})
     except ConfigError:
-        return SYNC[:2]
+        return [{"name": s["name"], "period": s["period"]} for s in SYNC[:2]]
     return list(SYNC)
 
 

@@ -48,10 +48,20 @@ _AVERAGE = re.compile(r"_avg_(\d{1,6})([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-DEFAULT_SAMPLE_DELAY = timedelta(seconds=75)
+AVERAGE_DELAY = timedelta(seconds=40)
 """How long before its timestamp a metric's window ends, unless ``syncPolicy[].delay`` says:
-the chart's recording rules (instantaneous usage every 30 s, 5-minute averages every minute)
-behind a 30 s scrape (``bench/sample_delay.py --rules chart`` measures it)."""
+the median on the chart's recording rules (instantaneous usage every 30 s, 5-minute averages
+every minute) behind a 15 s scrape, as ``bench/sample_delay.py --rules chart`` measures it
+(40.7 s; p10 16.5 s, p90 64.7 s)."""
+MAXIMUM_DELAY = timedelta(seconds=205)
+"""The same for crane's hourly and daily maxima (over the 5-minute averages, evaluated every
+5 minutes by the chart's rules), by the same bench (205.5 s; p10 86.4 s, p90 324.6 s)."""
+
+
+def default_delay(name: str) -> timedelta:
+    """:data:`MAXIMUM_DELAY` for crane's ``*_usage_max_avg_1h``/``_1d``, else
+    :data:`AVERAGE_DELAY`."""
+    return MAXIMUM_DELAY if _CRANE_MAXIMA.fullmatch(name) else AVERAGE_DELAY
 
 
 def default_window(name: str) -> timedelta | None:
@@ -96,11 +106,12 @@ class SyncPolicy(_Strict):
     window: GoDuration | None = None
     """loadsched: how long after a pod starts the metric's value fully shows it (an average's
     window); default from the name (:func:`default_window`), else the value is not estimated."""
-    delay: GoDuration = DEFAULT_SAMPLE_DELAY
+    delay: GoDuration | None = None
     """loadsched: how long before its annotation's timestamp the metric's window ends: the
     scrape interval, the recording rules' evaluation intervals and the annotator's query all
     come between what a node used and the value written. Estimation takes the sample as taken
-    this long before its timestamp, so a pod is held until the window has really covered it."""
+    this long before its timestamp, so a pod is held until the window has really covered it.
+    Default from the name (:func:`default_delay`)."""
 
     @field_validator("window")
     @classmethod
@@ -111,8 +122,8 @@ class SyncPolicy(_Strict):
 
     @field_validator("delay")
     @classmethod
-    def _delay_range(cls, value: timedelta) -> timedelta:
-        if not timedelta(0) <= value <= timedelta(hours=1):
+    def _delay_range(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and not timedelta(0) <= value <= timedelta(hours=1):
             raise ValueError("must be between 0s and 1h")
         return value
 
@@ -126,6 +137,11 @@ class SyncPolicy(_Strict):
         if self.name.startswith("mem_"):
             return "memory"
         return None
+
+    @property
+    def lag(self) -> timedelta:
+        """:attr:`delay`, or the one the name says."""
+        return self.delay if self.delay is not None else default_delay(self.name)
 
     @property
     def coverage(self) -> timedelta | None:

@@ -120,7 +120,7 @@ class LoadRules:
                 sync.measures,
                 sync.coverage,
                 releases=sync.coverage is not None and sync.releases,
-                delay=sync.delay,
+                delay=sync.lag,
             )
 
         predicates = tuple(rule(p.name, p.max_limit_percent) for p in spec.predicate)
@@ -144,7 +144,7 @@ class LoadRules:
         if estimation is not None:
             retention = max(
                 (
-                    estimation.startup + s.delay + s.coverage + s.period + EXTRA_ACTIVE_PERIOD
+                    estimation.startup + s.lag + s.coverage + s.period + EXTRA_ACTIVE_PERIOD
                     for s in read
                     if s.coverage
                 ),

@@ -24,7 +24,8 @@ from shared.estimation import (
 )
 from shared.load_model import WITH_POD, LoadRules, NodeLoad, evaluate, refusal_for
 from shared.policy import (
-    DEFAULT_SAMPLE_DELAY,
+    AVERAGE_DELAY,
+    MAXIMUM_DELAY,
     EstimationPolicy,
     TargetLoadPacking,
     default_policy,
@@ -133,9 +134,11 @@ def test_a_pod_gone_is_taken_off_for_the_part_of_the_window_it_still_holds() -> 
         # window ending at the timestamp: the pods started a minute into it (covered 1/5), the
         # pod gone left 2 minutes before its end (held 3/5)
         ("0s", 2 * 0.85 * 0.8 / 8, 1.7 * 0.6 / 8),
-        # the default, ending 75 s before: the pods started after it, the pod gone left 45 s
-        # before its end (held from its start: 4m15s of 5m)
-        (None, 2 * 0.85 / 8, 1.7 * 0.85 / 8),
+        # ending 75 s before: the pods started after it, the pod gone left 45 s before its end
+        # (held from its start: 4m15s of 5m)
+        ("75s", 2 * 0.85 / 8, 1.7 * 0.85 / 8),
+        # the default (40 s): the pods started 20 s before its end, the pod gone 80 s before
+        (None, 2 * 0.85 * (1 - 20 / 300) / 8, 1.7 * (220 / 300) / 8),
         # ending 4 minutes before: the pod gone ran through all of it
         ("4m", 2 * 0.85 / 8, 1.7 / 8),
     ],
@@ -149,6 +152,7 @@ def test_a_sample_is_taken_as_ending_its_delay_before_its_timestamp(
     pods are held until the window really covers them, and the pod gone for as long as the
     window really holds it."""
     rules = policy(estimation={"enabled": True}, delay=delay)
+    assert AVERAGE_DELAY == 40 * SEC, "the default case's figures are worked for 40 s"
     arrivals = [
         replace(pod(NOW - 70 * SEC, cpu=1), uid=f"p{i}", ready_at=NOW - MIN) for i in range(2)
     ]
@@ -527,8 +531,9 @@ def test_defaults_read_from_metric_names() -> None:
     assert rules.estimation.factor_of("cpu") == 0.5  # the earlier single factor still reads
     # retention: the startup allowance + the longest window + period + 5m of the metrics
     assert rules.estimation.startup == timedelta(seconds=30)
-    assert cpu.delay == DEFAULT_SAMPLE_DELAY == timedelta(seconds=75)
-    assert rules.retention == timedelta(seconds=30) + 75 * SEC + 5 * MIN + 3 * MIN + 5 * MIN
+    # ... + how long before its timestamp the window ends
+    assert cpu.delay == AVERAGE_DELAY
+    assert rules.retention == timedelta(seconds=30) + AVERAGE_DELAY + 5 * MIN + 3 * MIN + 5 * MIN
     assert not policy().reads_pods
     assert cpu.releases, "an average lets go of a pod a window after it left"
     crane = LoadRules.from_policy(default_policy())
@@ -539,6 +544,17 @@ def test_defaults_read_from_metric_names() -> None:
         "mem_usage_avg_5m": True,
         "mem_usage_max_avg_1h": False,
     }
+    # crane's maxima are evaluated every 5 minutes over the averages: later than them
+    delays = {r.name: r.delay for r in crane.predicates}
+    assert delays == {
+        "cpu_usage_avg_5m": AVERAGE_DELAY,
+        "cpu_usage_max_avg_1h": MAXIMUM_DELAY,
+        "mem_usage_avg_5m": AVERAGE_DELAY,
+        "mem_usage_max_avg_1h": MAXIMUM_DELAY,
+    }
+    assert MAXIMUM_DELAY > AVERAGE_DELAY > timedelta(0)
+    given = policy(delay="20s", estimation={"enabled": True})
+    assert [r.delay for r in given.predicates] == [20 * SEC, 20 * SEC]
 
 
 ROOT = Path(__file__).resolve().parents[2]
