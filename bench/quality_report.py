@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.quality_run import Outcome
-from bench.quality_strategies import BY_KEY, CPU_LIMIT, MEMORY_LIMIT
-from sandbox.workload import Load, Quality, Recording, percentile, quality
+from bench.quality_run import NODE_CPUS, Outcome
+from bench.quality_strategies import BY_KEY, CPU_LIMIT, FACTORS, MEMORY_LIMIT
+from sandbox.workload import Load, Quality, Recording, Trace, percentile, pod_usage, quality
 
 COLORS = {
     "plain": "#7f8c8d",
@@ -148,10 +148,15 @@ def targets(measured: dict[str, Figures]) -> tuple[list[str], bool]:
     return lines, ok
 
 
-def why(rounds: Sequence[Sequence[Outcome]], measured: dict[str, Figures]) -> list[str]:
+def why(
+    rounds: Sequence[Sequence[Outcome]],
+    measured: dict[str, Figures],
+    traces: Sequence[Trace] = (),
+) -> list[str]:
     """For each target the medians miss, what the recording shows behind it: the nodes that
-    carried estimation's overload (node-seconds, each round), or its pods slower than the
-    latency bound (how many, how slow, each round)."""
+    carried estimation's overload (node-seconds, each round) and, given the rounds' traces,
+    what was on each at its peak (:func:`at_peak`); or its pods slower than the latency bound
+    (how many, how slow, each round)."""
     est, hot, plain = (measured.get(k) for k in ("estimation", "hot-only", "plain"))
     if est is None or hot is None or plain is None:
         return []
@@ -170,6 +175,11 @@ def why(rounds: Sequence[Sequence[Outcome]], measured: dict[str, Figures]) -> li
                         or "none"
                     )
                     lines.append(f"  why (overload), round {number}: node-seconds by node: {top}")
+                    if number <= len(traces) and o.bound:  # runs saved before: no bindings
+                        lines += [
+                            f"    {at_peak(o, traces[number - 1], node)}"
+                            for node, *_ in carried[:3]
+                        ]
     bound = 1.1 * hot.latency_p99
     if est.latency_p99 > bound:
         for number, outcomes in enumerate(rounds, 1):
@@ -206,6 +216,42 @@ def overload_by_node(outcome: Outcome) -> list[tuple[str, float, float, float, f
     )
 
 
+KINDS = ("hungry", "typical", "light")
+
+
+def at_peak(outcome: Outcome, trace: Trace, node: str) -> str:
+    """What made up ``node``'s CPU at its peak: its own load, and the pods bound there that
+    ran then, by usage kind, each kind's true use beside what estimation assumed of it (the
+    pods' requests × the CPU factor), in points of the node."""
+    times, samples = outcome.recording.times, outcome.recording.samples
+    at, total = max(
+        ((t, s[node].cpu) for t, s in zip(times, samples, strict=True) if node in s),
+        key=lambda pair: pair[1],
+    )
+    profiles = {a.name: a.profile for a in trace.arrivals}
+    factor = FACTORS["cpu"]
+    use = dict.fromkeys(KINDS, 0.0)
+    assumed = dict.fromkeys(KINDS, 0.0)
+    count = dict.fromkeys(KINDS, 0)
+    for pod, (where, bound_at) in outcome.bound.items():
+        profile = profiles.get(pod)
+        if where != node or profile is None or not bound_at <= at < bound_at + profile.lifetime:
+            continue
+        cores, _ = pod_usage(profile, bound_at=bound_at, now=at)
+        use[profile.kind] += cores / NODE_CPUS
+        assumed[profile.kind] += profile.cpu_request * factor / NODE_CPUS
+        count[profile.kind] += 1
+    pods = sum(use.values())
+    kinds = ", ".join(
+        f"{count[k]} {k} {use[k]:.0%} (estimated {assumed[k]:.0%})" for k in KINDS if count[k]
+    )
+    return (
+        f"{node} at {at - times[0]:.0f} s, CPU {total:.0%}: its own load {total - pods:.0%}, "
+        f"{sum(count.values())} pods {pods:.0%} (estimated {sum(assumed.values()):.0%})"
+        + (f": {kinds}" if kinds else "")
+    )
+
+
 def _rank_from_top(count: int) -> str:
     rank = count - max(math.ceil(0.99 * count), 1) + 1
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(rank, f"{rank}th")
@@ -223,6 +269,7 @@ def replayed(record: dict[str, Any]) -> Outcome:
         pending=record["pending"],
         created=record["created"],
         skipped=record["skipped"],
+        bound={pod: (node, at) for pod, (node, at) in record.get("bound", {}).items()},
     )
 
 
@@ -235,6 +282,7 @@ def recorded(outcome: Outcome) -> dict[str, object]:
         "created": outcome.created,
         "pending": outcome.pending,
         "latencies": outcome.latencies,
+        "bound": outcome.bound,
         "times": recording.times,
         "cpu": [{n: load.cpu for n, load in s.items()} for s in recording.samples],
         "memory": [{n: load.memory for n, load in s.items()} for s in recording.samples],

@@ -105,6 +105,9 @@ class Outcome:
     """Created → bound, seconds, per bound pod."""
     pending: int = 0
     """Pods never bound by the end of the run."""
+    bound: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Per pod bound: its node, and when the bench's watch saw it bound (seconds from the
+    trace's start, as the recording's times)."""
     created: int = 0
     skipped: str | None = None
     """Why the strategy did not run."""
@@ -272,6 +275,7 @@ class Harness:
                     next_sample += 1.0
                 time.sleep(0.05)
         bound = store.snapshot()
+        outcome.bound = {name: (node, at - start) for name, (node, at) in bound.items()}
         outcome.created = len(created)
         outcome.latencies = [
             at - created[name] for name, (_, at) in bound.items() if name in created

@@ -19,7 +19,8 @@ from bench.quality_report import (
 )
 from bench.quality_run import Outcome
 from bench.quality_strategies import BY_KEY, DEFAULT, STRATEGIES
-from sandbox.workload import Load, Recording
+from sandbox.workload import GI as GiB
+from sandbox.workload import Arrival, Load, Profile, Recording, Trace, TraceShape
 from shared.policy import parse_policy
 
 
@@ -145,3 +146,40 @@ def test_a_saved_run_reads_back_as_it_was_measured() -> None:
     back = [replayed(json.loads(json.dumps(recorded(o)))) for o in outcomes]
     assert render_table(back) == render_table(outcomes)
     assert figures(back) == figures(outcomes)
+
+
+def test_an_overloaded_node_is_shown_with_what_ran_on_it_at_its_peak() -> None:
+    """Node a peaks at 95 % at 3 s, with a hungry pod (2 cores requested, using 1.6×: 3.2 of
+    its 8 cores, 40 %, estimated at 2 × 0.85 = 21 %) and a light one (1.6 cores, using 0.2×:
+    4 %, estimated 17 %) running; a pod gone by then, one bound later and one on node b are
+    not counted; the rest is the node's own load (51 %)."""
+
+    def profile(kind: str, cpu: float, fraction: float, lifetime: float = 100.0) -> Profile:
+        return Profile(cpu, GiB, kind, fraction, 0.0, 30.0, 0.5, 1.0, lifetime)
+
+    pods = {
+        "hungry": (profile("hungry", 2.0, 1.6), "a", 0.0),
+        "light": (profile("light", 1.6, 0.2), "a", 0.0),
+        "gone": (profile("typical", 1.0, 0.8, lifetime=2.0), "a", 0.0),
+        "later": (profile("typical", 1.0, 0.8), "a", 4.0),
+        "elsewhere": (profile("hungry", 2.0, 1.5), "b", 0.0),
+    }
+    trace = Trace(
+        TraceShape(), 7, tuple(Arrival(0.0, n, "steady", p) for n, (p, _, _) in pods.items())
+    )
+    outcomes = [
+        run("plain", [0.9] * 10 + [0.1] * 10, [0.5, 1.0]),
+        run("hot-only", [0.9] * 4 + [0.1] * 16, [0.5, 1.0]),
+        run("estimation", [0.5, 0.6, 0.9, 0.95, 0.9] + [0.1] * 15, [0.5, 1.0]),
+    ]
+    outcomes[2].bound = {name: (node, at) for name, (_, node, at) in pods.items()}
+    lines = why([outcomes], figures(outcomes), [trace])
+    assert lines[1] == (
+        "    a at 3 s, CPU 95%: its own load 51%, 2 pods 44% (estimated 38%): "
+        "1 hungry 40% (estimated 21%), 1 light 4% (estimated 17%)"
+    )
+    back = replayed(json.loads(json.dumps(recorded(outcomes[2]))))
+    assert back.bound == outcomes[2].bound
+    # a run saved before bindings were recorded says nothing more than the nodes
+    outcomes[2].bound = {}
+    assert len(why([outcomes], figures(outcomes), [trace])) == 1
