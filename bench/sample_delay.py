@@ -37,6 +37,7 @@ from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
 from sandbox.metrics_stack import MetricsStack  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
 from sandbox.prometheus import RULES as CHART_RULES  # noqa: E402
+from sandbox.workload import percentile  # noqa: E402
 from shared.annotations import Sample, decode  # noqa: E402
 
 LOW, HIGH = 0.2, 0.8
@@ -104,11 +105,6 @@ def delays(steps: list[Step], readings: dict[Reading, None], window: float) -> l
         if end is not None:
             out.append((stamp + CUT - end).total_seconds())
     return out
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> int:
@@ -207,7 +203,7 @@ def main() -> int:
         print(
             f"{metric}: {len(found)} values on the ramps; delay (timestamp - window end): "
             f"median {statistics.median(found):.1f} s, mean {statistics.fmean(found):.1f} s, "
-            f"p10 {percentile(found, 0.1):.1f} s, p90 {percentile(found, 0.9):.1f} s, "
+            f"p10 {percentile(found, 10):.1f} s, p90 {percentile(found, 90):.1f} s, "
             f"min {min(found):.1f} s, max {max(found):.1f} s"
             + (
                 f" ({statistics.median(found) / pipeline.window:.0%} of the "
