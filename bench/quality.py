@@ -4,9 +4,9 @@ control plane, measured from the nodes' true usage rather than the lagging metri
 Strategies (bench/quality_strategies.py): the plain kube-scheduler; crane's model (loadsched,
 hot value, no estimation); loadsched with estimation; Trimaran's TargetLoadPacking and
 LoadVariationRiskBalancing (loadsched's extender with ``spec.scoring``); on request,
-estimation-wait and estimation-minmax. Each starts from the
-same cluster: no bench pods, the exporter at every node's background load, the 1-minute
-metrics settled back to it, a fresh annotator, the extender started with the strategy's
+estimation-wait, estimation-keep (pods gone not subtracted) and estimation-minmax. Each starts
+from the same cluster: no bench pods, the exporter at every node's background load, the
+1-minute metrics settled back to it, a fresh annotator, the extender started with the strategy's
 policy and a kube-scheduler with it (or without any extender, for plain).
 
 No kubelet: sandbox/workload.py simulates the pods. The bench's pod watch sees bindings;
@@ -20,7 +20,9 @@ sample in out/quality.json.
     .venv/bin/python bench/quality.py [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
     .venv/bin/python bench/quality.py --from out/quality.json [--seed 7] [--quick]
 
-A missed target is followed by what the recording shows behind it (the nodes that carried the
+Each round's table is followed by what the extender's filter did for want of room, per strategy
+it served (answers that placed a pod no node had room for; node refusals for want of room). A
+missed target is followed by what the recording shows behind it (the nodes that carried the
 overload, or the pods slower than the latency bound, each round). ``--from`` prints a saved
 run's report again without running anything.
 """
@@ -38,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quality_report import (  # noqa: E402
     median_figures,
     recorded,
+    render_decisions,
     render_html,
     render_medians,
     render_png,
@@ -210,6 +213,8 @@ def report(
     for number, outcomes in enumerate(rounds):
         print(f"\nround {number + 1} (seed {seeds[number]})" if len(rounds) > 1 else "")
         print(render_table(outcomes))
+        for line in render_decisions(outcomes):
+            print(line)
     if len(rounds) > 1:
         print(f"\nmedian of {len(rounds)} rounds (per round: overload node-s / latency p99 s):")
         print(render_medians(rounds))

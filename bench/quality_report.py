@@ -22,6 +22,7 @@ COLORS = {
     "estimation": "#27ae60",
     "estimation-minmax": "#16a085",
     "estimation-wait": "#2ecc71",
+    "estimation-keep": "#1e8449",
     "tlp": "#2980b9",
     "lvrb": "#8e44ad",
 }
@@ -175,6 +176,8 @@ def why(
                         or "none"
                     )
                     lines.append(f"  why (overload), round {number}: node-seconds by node: {top}")
+                    if o.decisions:  # runs saved before: not counted
+                        lines.append(f"    {decided(o.decisions)}")
                     if number <= len(traces) and o.bound:  # runs saved before: no bindings
                         lines += [
                             f"    {at_peak(o, traces[number - 1], node)}"
@@ -194,6 +197,22 @@ def why(
                         + f"; p99 is the {_rank_from_top(len(o.latencies))} slowest"
                     )
     return lines
+
+
+def render_decisions(outcomes: Sequence[Outcome]) -> list[str]:
+    """Per strategy run through the extender: what its filter did for want of room."""
+    return [f"  {o.strategy.key}: {decided(o.decisions)}" for o in outcomes if o.decisions]
+
+
+def decided(decisions: dict[str, float]) -> str:
+    """What the extender's filter did for want of room over a run (:func:`bench.quality_run.decision_counts`)."""
+    placed = decisions.get("placed_without_room", 0.0)
+    refused = decisions.get("refused_for_room", 0.0)
+    return (
+        f"the extender's filter: {placed:.0f} answer(s) passed a pod no node had room for "
+        f"(whenNoNodeHasRoom: place), {refused:.0f} node refusal(s) for want of room for a "
+        "pod's estimate"
+    )
 
 
 def overload_by_node(outcome: Outcome) -> list[tuple[str, float, float, float, float]]:
@@ -270,6 +289,7 @@ def replayed(record: dict[str, Any]) -> Outcome:
         created=record["created"],
         skipped=record["skipped"],
         bound={pod: (node, at) for pod, (node, at) in record.get("bound", {}).items()},
+        decisions=dict(record.get("decisions", {})),
     )
 
 
@@ -283,6 +303,7 @@ def recorded(outcome: Outcome) -> dict[str, object]:
         "pending": outcome.pending,
         "latencies": outcome.latencies,
         "bound": outcome.bound,
+        "decisions": outcome.decisions,
         "times": recording.times,
         "cpu": [{n: load.cpu for n, load in s.items()} for s in recording.samples],
         "memory": [{n: load.memory for n, load in s.items()} for s in recording.samples],

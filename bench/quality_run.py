@@ -20,7 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 from kubernetes.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.quality_strategies import Strategy
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
@@ -30,6 +32,7 @@ from sandbox.workload import Load, Placed, Recording, Trace, node_usage
 from shared.annotations import Sample, decode
 from shared.kube.config import load_endpoint
 from shared.kube.watching import Reflector
+from shared.load_model import WITH_POD
 from shared.pods import POD_DECODER, Pod
 
 SCHEDULER_NAME = "quality"
@@ -97,6 +100,27 @@ def watch(box: Sandbox, selector: str, store: Bindings) -> Callable[[], None]:
     return close
 
 
+DECISIONS = {
+    "placed_without_room": ("loadsched_extender_placed_without_room_total", None),
+    "refused_for_room": ("loadsched_extender_nodes_filtered_total", WITH_POD),
+}
+"""What :func:`decision_counts` reads off the extender's metrics: a sample name, and the
+``reason`` label its samples must have (``None``: any)."""
+
+
+def decision_counts(text: str) -> dict[str, float]:
+    """From the extender's ``/metrics`` (Prometheus text): filter answers that placed a pod no
+    node had room for (``whenNoNodeHasRoom: place``), and node refusals for want of room for a
+    pod's estimate, each summed over its labels."""
+    counts = dict.fromkeys(DECISIONS, 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            for key, (name, reason) in DECISIONS.items():
+                if sample.name == name and reason in (None, sample.labels.get("reason")):
+                    counts[key] += sample.value
+    return counts
+
+
 @dataclass
 class Outcome:
     strategy: Strategy
@@ -109,6 +133,8 @@ class Outcome:
     """Per pod bound: its node, and when the bench's watch saw it bound (seconds from the
     trace's start, as the recording's times)."""
     created: int = 0
+    decisions: dict[str, float] = field(default_factory=dict)
+    """What the extender counted over the run (:func:`decision_counts`); empty without one."""
     skipped: str | None = None
     """Why the strategy did not run."""
 
@@ -122,6 +148,7 @@ class Harness:
     folder: Path
     drain: float
     say: Callable[[str], None]
+    extender_url: str | None = None
 
     def background_levels(self) -> dict[str, dict[str, float]]:
         return {n: {"cpu": b.cpu, "mem": b.memory} for n, b in self.background.items()}
@@ -165,8 +192,9 @@ class Harness:
             interval=1,
         )
         spec = None
+        self.extender_url = None
         if strategy.uses_extender:
-            url = self.box.start_extender(
+            url = self.extender_url = self.box.start_extender(
                 args=["--policy", str(extender_policy), "--log-level", "warning"]
             )
             spec = ExtenderSpec(url, bind=True)
@@ -194,6 +222,9 @@ class Harness:
             self._play(strategy, trace, store, outcome)
         finally:
             close()
+        if self.extender_url is not None:
+            with httpx.Client(base_url=self.extender_url, timeout=10) as client:
+                outcome.decisions = decision_counts(client.get("/metrics").raise_for_status().text)
         self.say(
             f"{strategy.key}: {len(outcome.latencies)} of {outcome.created} pods bound, "
             f"{outcome.pending} pending at the end"

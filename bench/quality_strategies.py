@@ -151,6 +151,17 @@ STRATEGIES = (
         HOT_VALUE,
     ),
     Strategy(
+        "estimation-keep",
+        "loadsched: estimation + hot value, pods gone not subtracted (Koordinator)",
+        {
+            "predicate": PREDICATES,
+            "priority": PRIORITIES,
+            "hotValue": HOT_VALUE,
+            "estimation": {**KOORDINATOR, "subtractDeparted": False},
+        },
+        HOT_VALUE,
+    ),
+    Strategy(
         "estimation-minmax",
         "loadsched: estimation + hot value, scores spread over 0..10",
         {
@@ -190,5 +201,5 @@ STRATEGIES = (
 )
 BY_KEY = {s.key: s for s in STRATEGIES}
 DEFAULT = ("plain", "hot-only", "estimation", "tlp", "lvrb")
-"""What a run compares unless told otherwise: the issue's five (``estimation-wait`` and
-``estimation-minmax`` on request)."""
+"""What a run compares unless told otherwise: the issue's five (``estimation-wait``,
+``estimation-keep`` and ``estimation-minmax`` on request)."""

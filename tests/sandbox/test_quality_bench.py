@@ -4,21 +4,25 @@ judged from measured figures."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
+from prometheus_client import generate_latest
 
 from bench.quality_report import (
     figures,
     median_figures,
     recorded,
+    render_decisions,
     render_medians,
     render_table,
     replayed,
     targets,
     why,
 )
-from bench.quality_run import Outcome
+from bench.quality_run import Outcome, decision_counts
 from bench.quality_strategies import BY_KEY, DEFAULT, STRATEGIES
+from extender.scheduling.metrics import ExtenderMetrics
 from sandbox.workload import GI as GiB
 from sandbox.workload import Arrival, Load, Profile, Recording, Trace, TraceShape
 from shared.policy import parse_policy
@@ -183,3 +187,58 @@ def test_an_overloaded_node_is_shown_with_what_ran_on_it_at_its_peak() -> None:
     # a run saved before bindings were recorded says nothing more than the nodes
     outcomes[2].bound = {}
     assert len(why([outcomes], figures(outcomes), [trace])) == 1
+
+
+def test_the_extenders_decisions_for_want_of_room_are_read_off_its_metrics() -> None:
+    """Counted as the extender counts them: two answers placed without room, and refusals for
+    want of room (3 of cpu, 1 of memory) apart from plain overloads (which are not counted)."""
+    metrics = ExtenderMetrics()
+    metrics.placed_without_room.inc(2)
+    metrics.count_filtered(
+        Counter(
+            {
+                ("cpu_usage_avg_1m", "overloaded-with-pod"): 3,
+                ("mem_usage_avg_1m", "overloaded-with-pod"): 1,
+                ("cpu_usage_avg_1m", "overloaded"): 7,
+            }
+        )
+    )
+    counts = decision_counts(generate_latest(metrics.registry).decode())
+    assert counts == {"placed_without_room": 2.0, "refused_for_room": 4.0}
+    assert decision_counts("") == {"placed_without_room": 0.0, "refused_for_room": 0.0}
+
+
+def test_a_missed_overload_target_says_what_the_filter_did_for_want_of_room() -> None:
+    outcomes = [
+        run("plain", [0.9] * 10 + [0.1] * 10, [0.5, 1.0]),
+        run("hot-only", [0.9] * 4 + [0.1] * 16, [0.5, 1.0]),
+        run("estimation", [0.1] * 2 + [0.9, 0.95, 0.9] + [0.1] * 15, [0.5, 1.0]),
+    ]
+    outcomes[2].decisions = {"placed_without_room": 5.0, "refused_for_room": 40.0}
+    expected = (
+        "the extender's filter: 5 answer(s) passed a pod no node had room for "
+        "(whenNoNodeHasRoom: place), 40 node refusal(s) for want of room for a pod's estimate"
+    )
+    assert why([outcomes], figures(outcomes))[1] == f"    {expected}"
+    assert render_decisions(outcomes) == [f"  estimation: {expected}"]
+    back = replayed(json.loads(json.dumps(recorded(outcomes[2]))))
+    assert back.decisions == outcomes[2].decisions
+    # a run saved before the counts were read says nothing about them
+    outcomes[2].decisions = {}
+    assert len(why([outcomes], figures(outcomes))) == 1
+    assert render_decisions(outcomes) == []
+
+
+def test_estimation_keep_differs_from_estimation_only_by_not_subtracting_departed_pods() -> None:
+    keep, estimation = BY_KEY["estimation-keep"].spec, BY_KEY["estimation"].spec
+    assert keep is not None and estimation is not None
+    assert (
+        parse_policy(BY_KEY["estimation-keep"].policy()).spec.estimation.subtract_departed is False
+    )
+    assert parse_policy(BY_KEY["estimation"].policy()).spec.estimation.subtract_departed is True
+    assert {k: v for k, v in keep.items() if k != "estimation"} == {
+        k: v for k, v in estimation.items() if k != "estimation"
+    }
+    assert {k: v for k, v in keep["estimation"].items() if k != "subtractDeparted"} == (
+        estimation["estimation"]
+    )
