@@ -48,14 +48,16 @@ _AVERAGE = re.compile(r"_avg_(\d{1,6})([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-AVERAGE_DELAY = timedelta(seconds=40)
+AVERAGE_DELAY = timedelta(seconds=43)
 """How long before its timestamp a metric's window ends, unless ``syncPolicy[].delay`` says:
 the median on the chart's recording rules (instantaneous usage every 30 s, 5-minute averages
-every minute) behind a 15 s scrape, as ``bench/sample_delay.py --rules chart`` measures it
-(40.7 s; p10 16.5 s, p90 64.7 s)."""
+every minute) behind a 15 s scrape, as ``bench/sample_delay.py --rules chart`` measures it:
+the middle of three runs' medians (40.7, 43.1 and 59.0 s; p90 64.7, 68.2 and 83.1 s), which
+move with the phase of the rules against the annotator's queries."""
 MAXIMUM_DELAY = timedelta(seconds=205)
 """The same for crane's hourly and daily maxima (over the 5-minute averages, evaluated every
-5 minutes by the chart's rules), by the same bench (205.5 s; p10 86.4 s, p90 324.6 s)."""
+5 minutes by the chart's rules), by the same bench: the middle of three runs' medians (179.0,
+205.5 and 207.7 s; p90 298.8, 324.6 and 327.4 s)."""
 
 
 def default_delay(name: str) -> timedelta:

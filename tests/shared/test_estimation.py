@@ -137,8 +137,8 @@ def test_a_pod_gone_is_taken_off_for_the_part_of_the_window_it_still_holds() -> 
         # ending 75 s before: the pods started after it, the pod gone left 45 s before its end
         # (held from its start: 4m15s of 5m)
         ("75s", 2 * 0.85 / 8, 1.7 * 0.85 / 8),
-        # the default (40 s): the pods started 20 s before its end, the pod gone 80 s before
-        (None, 2 * 0.85 * (1 - 20 / 300) / 8, 1.7 * (220 / 300) / 8),
+        # the default (43 s): the pods started 17 s before its end, the pod gone 77 s before
+        (None, 2 * 0.85 * (1 - 17 / 300) / 8, 1.7 * (223 / 300) / 8),
         # ending 4 minutes before: the pod gone ran through all of it
         ("4m", 2 * 0.85 / 8, 1.7 / 8),
     ],
@@ -152,7 +152,7 @@ def test_a_sample_is_taken_as_ending_its_delay_before_its_timestamp(
     pods are held until the window really covers them, and the pod gone for as long as the
     window really holds it."""
     rules = policy(estimation={"enabled": True}, delay=delay)
-    assert AVERAGE_DELAY == 40 * SEC, "the default case's figures are worked for 40 s"
+    assert AVERAGE_DELAY == 43 * SEC, "the default case's figures are worked for 43 s"
     arrivals = [
         replace(pod(NOW - 70 * SEC, cpu=1), uid=f"p{i}", ready_at=NOW - MIN) for i in range(2)
     ]
