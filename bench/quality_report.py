@@ -205,7 +205,8 @@ def render_decisions(outcomes: Sequence[Outcome]) -> list[str]:
 
 
 def decided(decisions: dict[str, float]) -> str:
-    """What the extender's filter did for want of room over a run (:func:`bench.quality_run.decision_counts`)."""
+    """What the extender's filter did for want of room over a run
+    (:func:`bench.quality_run.decision_counts`)."""
     placed = decisions.get("placed_without_room", 0.0)
     refused = decisions.get("refused_for_room", 0.0)
     return (
