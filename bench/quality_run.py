@@ -148,7 +148,6 @@ class Harness:
     folder: Path
     drain: float
     say: Callable[[str], None]
-    extender_url: str | None = None
 
     def background_levels(self) -> dict[str, dict[str, float]]:
         return {n: {"cpu": b.cpu, "mem": b.memory} for n, b in self.background.items()}
@@ -178,7 +177,9 @@ class Harness:
         for node in self.nodes:
             self.box.annotate_node(node.name, dict.fromkeys(CLEARED))
 
-    def start(self, strategy: Strategy) -> None:
+    def start(self, strategy: Strategy) -> str | None:
+        """Start the strategy's annotator, extender (if it uses one) and kube-scheduler;
+        the extender's URL, or ``None`` without one."""
         extender_policy, annotator_policy = strategy.write(self.folder)
         since = datetime.now(UTC).replace(microsecond=0)
         self.box.start_annotator(
@@ -191,16 +192,16 @@ class Harness:
             what="fresh annotations on every node",
             interval=1,
         )
-        spec = None
-        self.extender_url = None
+        spec, url = None, None
         if strategy.uses_extender:
-            url = self.extender_url = self.box.start_extender(
+            url = self.box.start_extender(
                 args=["--policy", str(extender_policy), "--log-level", "warning"]
             )
             spec = ExtenderSpec(url, bind=True)
         self.box.start_scheduler(
             f"quality-{strategy.key}", scheduler_name=SCHEDULER_NAME, extender=spec
         )
+        return url
 
     def _annotated_since(self, node: str, since: datetime) -> bool:
         metadata = self.box.core.read_node(node).metadata
@@ -213,7 +214,7 @@ class Harness:
         outcome = Outcome(strategy)
         self.say(f"{strategy.key}: resetting (metrics settle back to background)")
         self.reset()
-        self.start(strategy)
+        extender = self.start(strategy)
         self.say(f"{strategy.key}: playing the trace ({len(trace.arrivals)} pods)")
         selector = f"{LABEL},strategy={strategy.key}"
         store = Bindings()
@@ -222,8 +223,8 @@ class Harness:
             self._play(strategy, trace, store, outcome)
         finally:
             close()
-        if self.extender_url is not None:
-            with httpx.Client(base_url=self.extender_url, timeout=10) as client:
+        if extender is not None:
+            with httpx.Client(base_url=extender, timeout=10) as client:
                 outcome.decisions = decision_counts(client.get("/metrics").raise_for_status().text)
         self.say(
             f"{strategy.key}: {len(outcome.latencies)} of {outcome.created} pods bound, "
