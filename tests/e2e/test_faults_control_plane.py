@@ -41,8 +41,12 @@ def test_work_survives(flow: Flow, fault: str) -> None:
     assert details["ours_quiet"] == {}
     if fault == "etcd":  # kube-apiserver's watch cache rides it out: no watch is lost
         assert details["ours"] == {}
-    else:  # a new kube-apiserver has no history: all 6 watches get 410 and list once
-        assert len(details["gone"]) == 6, details["gone"]
+    else:
+        # a new kube-apiserver's cache starts at etcd's head: a watch whose resourceVersion
+        # is older gets 410 and lists once; one already at the head (no write to etcd
+        # between its last event or bookmark and the new cache's list) resumes, which
+        # timing decides (4 to 6 of the 6 seen)
+        assert details["gone"], "no watch got 410 Gone: the fault did not happen"
         assert set(details["ours"]) == set(details["gone"])
     assert row.lost == 0
 
