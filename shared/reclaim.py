@@ -29,7 +29,7 @@ victim not needed, most valuable first: a minimal set.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from itertools import islice
@@ -221,10 +221,12 @@ def victims_on_node(
     *,
     promised: Sequence[PodUsage] = (),
     proposed: Sequence[PodUsage] | None = None,
+    spared: Collection[str] = (),
 ) -> list[PodUsage] | None:
     """The extender's answer for one node kube-scheduler proposes: legal victims there, or
     ``None`` (drop the node). ``proposed``: kube-scheduler's own victims, when all are known;
-    a promised pod among them is on this node. ``ValueError`` for a malformed allocatable.
+    a promised pod among them is on this node. ``spared``: UIDs never chosen (pods that may
+    be gone already); they still take room. ``ValueError`` for a malformed allocatable.
     Only room is checked here: kube-scheduler proposes only nodes that pass its filters not
     about resources (``nodeSelector``, taints, cordon: unresolvable by preemption)."""
     preemptor = rules.preemptor
@@ -246,7 +248,7 @@ def victims_on_node(
         # By its own count the pod fits, yet kube-scheduler found it does not (a constraint
         # not about resources, or a pod not seen yet): its victims stand if they are legal.
         return _if_legal(rules, [replace(u, node=node, bound=True) for u in proposed or ()])
-    candidates = preference_order(u for u in pods if rules.eligible(u))
+    candidates = preference_order(u for u in pods if u.uid not in spared and rules.eligible(u))
     return _select(rules, need, candidates, node) or None
 
 

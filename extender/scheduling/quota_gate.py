@@ -20,6 +20,15 @@ the UIDs against the node's pods), so its victims are replaced by legal ones, ch
 The node's room counts pods admitted at filter but not yet seen bound (their node unknown
 here; kube-scheduler's own victims bound how much of it can be on this node), so a node is not
 dropped for room that is already promised. A node without a legal set is dropped.
+
+The pod watch lags kube-scheduler's own cache a little (more on a busy control plane), so a
+victim named in one answer can still be in the ledger when the next preemption comes after
+kube-scheduler has deleted it; naming it again fails that preemption outright ("the pod is
+not found on that node") and leaves the pod waiting for an unrelated event. A victim named
+in the last :data:`OFFERED_FOR` seconds is therefore treated as going: never named again
+unless kube-scheduler proposes it itself, kept as taking room on its node (its room is the
+earlier preemptor's), and not counted in its namespace's use, so a lender is not pushed below
+its ``min`` on the strength of a pod that is already leaving.
 kube-scheduler (v1.34) only proposes nodes where it found at least one lower-priority pod to
 remove, and rejects an answer that lists a node with no victims, so such a node is never
 returned.
@@ -28,6 +37,7 @@ returned.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import httpx
@@ -62,6 +72,10 @@ class InvalidPod(LoadschedError):
 RECORD_ATTEMPTS = 8
 """Writes of one admission raced by other replicas before the pod is refused for now."""
 
+OFFERED_FOR = 30.0
+"""Seconds a victim named at ``preempt`` is treated as going: long past the watch's lag, and
+the default grace period of the pods kube-scheduler deletes."""
+
 
 class QuotaGate:
     def __init__(
@@ -70,10 +84,15 @@ class QuotaGate:
         *,
         allocatable: Callable[[str], Mapping[str, str] | None],
         metrics: ExtenderMetrics,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ledger = ledger
         self._allocatable = allocatable
         self._metrics = metrics
+        self._clock = clock
+        self._offered: dict[str, float] = {}
+        """Victims named at ``preempt`` (UID → when), until :data:`OFFERED_FOR` passes or
+        the watch shows them gone."""
         self._client: httpx.AsyncClient | None = None
         self._retry = DEFAULT_RETRY
         self._unrecorded: set[str] = set()
@@ -186,11 +205,16 @@ class QuotaGate:
         if namespace not in ledger.quotas:
             return None
         preemptor = Preemptor(uid, namespace, pod.priority, self.request_of(pod))
-        rules = Rules.of(preemptor, ledger.state(without=uid))
+        going = self._going({victim for default, _ in proposed.values() for victim in default})
+        state = ledger.state(without=uid)
+        for victim in going:
+            state = state.without(victim.namespace, victim.request)
+        rules = Rules.of(preemptor, state)
         promised = list(ledger.by_node.get(ASSUMED, {}).values())
+        spared = {victim.uid for victim in going}
         answer: dict[str, MetaVictims] = {}
         for node, (default, violations) in proposed.items():
-            victims = self._victims(rules, node, default, promised)
+            victims = self._victims(rules, node, default, promised, spared)
             if not victims:
                 self._metrics.quota_preemptions.labels("dropped").inc()
                 logger.info(
@@ -206,10 +230,28 @@ class QuotaGate:
                 # the scheduler's own count for the node.
                 NumPDBViolations=violations if same else min(violations, len(uids)),
             )
+        now = self._clock()
+        self._offered.update((m.UID, now) for victims in answer.values() for m in victims.Pods)
         return answer
 
+    def _going(self, proposed: set[str]) -> list[PodUsage]:
+        """Victims named lately that the ledger still has and kube-scheduler does not propose
+        now (it proposes only pods it still has); forgets the rest."""
+        pods, now = self.ledger.pods, self._clock()
+        self._offered = {
+            victim: at
+            for victim, at in self._offered.items()
+            if now - at < OFFERED_FOR and victim in pods
+        }
+        return [pods[victim] for victim in self._offered if victim not in proposed]
+
     def _victims(
-        self, rules: Rules, node: str, default: Sequence[str], promised: Sequence[PodUsage]
+        self,
+        rules: Rules,
+        node: str,
+        default: Sequence[str],
+        promised: Sequence[PodUsage],
+        spared: set[str],
     ) -> list[PodUsage] | None:
         allocatable = self._allocatable(node)
         if not allocatable:
@@ -224,6 +266,7 @@ class QuotaGate:
                 self.ledger.by_node.get(node, {}).values(),
                 promised=promised,
                 proposed=scheduler_victims,
+                spared=spared,
             )
         except ValueError as e:
             logger.warning("node/%s: %s", node, e)
