@@ -3,9 +3,12 @@ the same client sends both the same filter + prioritize pairs, over HTTP, while 
 annotations change at the production rate.
 
 Each pair is what kube-scheduler sends for a pod in names-only mode: a filter call naming a
-window of ``--window`` nodes that moves along a 5,000-node cluster pod after pod (its edge
-a few nodes longer or shorter each time, as kube-scheduler's parallel filter finds them), then
-a prioritize call naming the nodes the filter passed. The API server is the fake one of
+window of ``--window`` nodes, then a prioritize call naming the nodes the filter passed. The
+windows are shaped as kube-scheduler's (v1.34, captured at 5,000 nodes and 50 %): each starts
+where the last one started plus its size, and names the first nodes its parallel filter
+finished, in the order they finished (:func:`scheduler_window`), so no two are alike: a few
+nodes of the last chunks are left out and as many of the next taken in, and the chunks being
+checked at once are interleaved. The API server is the fake one of
 ``bench/extender.py`` (10 KB nodes); CPU is each extender process's user + system time over its
 blocks, which take turns (4 blocks each, after a warm-up), so the machine's other work falls on
 both alike. ``bench/scheduling.py`` measures the same on the real control plane, where
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import subprocess
@@ -53,14 +57,46 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+CHUNK = 70
+"""Nodes per piece of kube-scheduler's parallel filter at 5,000 nodes: the smaller of the
+square root of the node count and the node count over 16 workers, plus one."""
+LANES = 2
+"""Pieces checked at once: the workers that run at a time on this machine's 2 cores."""
+
+
+def scheduler_window(
+    names: list[str], start: int, size: int, rng: random.Random, *, chunk: int = CHUNK
+) -> list[str]:
+    """The ``size`` nodes kube-scheduler names for a pod, its filter starting at ``start``:
+    pieces of ``chunk`` nodes from there, :data:`LANES` at a time, each lane taking the next
+    piece when done with its own and each node taking a random time, the nodes named in the
+    order they finish, until ``size`` have (all nodes pass kube-scheduler's own filters)."""
+    count = len(names)
+    pieces = (count + chunk - 1) // chunk
+    taken = 0
+    lanes: list[list[int]] = [[] for _ in range(LANES)]
+    clocks = [0.0] * LANES
+    out: list[str] = []
+    while len(out) < min(size, count):
+        lane = min(range(LANES), key=clocks.__getitem__)
+        if not lanes[lane]:
+            if taken == pieces:
+                clocks[lane] = math.inf
+                continue
+            lanes[lane] = list(range(taken * chunk, min((taken + 1) * chunk, count)))[::-1]
+            taken += 1
+        clocks[lane] += rng.expovariate(1.0)
+        out.append(names[(start + lanes[lane].pop()) % count])
+    return out
+
+
 def pairs(client: httpx.Client, names: list[str], count: int, window: int, seed: int) -> None:
     """``count`` filter + prioritize pairs, the window moving along ``names``."""
     rng = random.Random(seed)
     pod, start = payloads.pod(), 0
     for _ in range(count):
-        size = window + rng.randint(-3, 3)
-        asked = [names[(start + i) % len(names)] for i in range(size)]
-        start = (start + size) % len(names)
+        asked = scheduler_window(names, start, window, rng)
+        start = (start + window) % len(names)
         filtered = client.post("/filter", content=payloads.encode(payloads.names_args(asked, pod)))
         filtered.raise_for_status()
         passed = json.loads(filtered.content)["NodeNames"]
