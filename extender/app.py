@@ -37,7 +37,7 @@ from extender.scheduling import explain_routes
 from extender.scheduling import routes as scheduler
 from extender.scheduling.explain import Explainer
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache, decode_node
+from extender.scheduling.node_view import NodeLoadCache, Wording, decode_node
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.requeue import Requeuer, RequeueTracker
@@ -407,7 +407,8 @@ def create_app(
     policy = policy or configured_policy(settings)
     rules = LoadRules.from_policy(policy)
     metrics = ExtenderMetrics()
-    node_cache = NodeLoadCache(rules) if endpoint is not None else None
+    wording = Wording(settings.filter_messages, rules.hot_limit)
+    node_cache = NodeLoadCache(rules, wording) if endpoint is not None else None
     if node_cache is not None and rules.reads_pods and "scheduling" in rooms:
         node_cache.placements = PlacementIndex(rules, clock=clock, on_change=node_cache.touch)
     elif rules.reads_pods and "scheduling" in rooms:
@@ -438,6 +439,7 @@ def create_app(
             quota=quota,
             requeue=tracker,
             defer=lambda call: asyncio.get_running_loop().call_soon(call),
+            wording=wording,
         ),
         node_cache=node_cache,
     )

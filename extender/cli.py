@@ -71,6 +71,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         help="least seconds between two requeue writes (default 1)",
     )
+    parser.add_argument(
+        "--filter-messages",
+        help="per-node (default: crane's message, naming the node and its value) or "
+        "per-reason (one phrase per reason, which kube-scheduler counts across nodes)",
+    )
     parser.add_argument("--job-templates", help="job templates file; enables /v1/jobs")
     parser.add_argument(
         "--dispatch-auth", help="tokenreview (default), static or none: who may use /v1/jobs"

@@ -10,6 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from extender.dispatch.authorizing import AuthMode
 from shared.kube.settings import KubeClientSettings
+from shared.load_model import MessageStyle
 from shared.logs import LogFormat
 from shared.settings import ENV_PREFIX, build_settings
 
@@ -46,6 +47,14 @@ class ExtenderSettings(KubeClientSettings):
     """Seconds between checks of the refusals remembered for requeue (none while none are)."""
     requeue_min_interval: float = Field(default=1.0, ge=0, le=300)
     """Least seconds between two requeue writes of this replica."""
+    filter_messages: MessageStyle = "per-node"
+    """How filter words a load refusal: ``per-node``, crane's message with the node and its
+    value (``Load[cpu_usage_avg_5m]=0.81200 of node[n3] is above 0.65``), or ``per-reason``,
+    the same phrase for every node refused for the same reason (``node(s) with
+    Load[cpu_usage_avg_5m] above 0.65``). kube-scheduler puts every distinct message, with how
+    many nodes gave it, in an unschedulable pod's PodScheduled condition and FailedScheduling
+    event (cut at 1,024 characters): per node, a list of every node; per reason, a count per
+    reason. Explain and the extender's log keep the node's values either way."""
     job_templates: Path | None = None
     """Job templates file (YAML); enables the job-dispatch API /v1/jobs. Needs a cluster."""
     dispatch_auth: AuthMode = "tokenreview"

@@ -187,6 +187,44 @@ def refusal_for(verdict: Verdict, need: Need, node: str) -> tuple[str, tuple[str
     return None
 
 
+MessageStyle = Literal["per-node", "per-reason"]
+"""How a refusal is worded in the filter answer: ``per-node``, crane's message with the node
+and its value (``Load[cpu_usage_avg_5m]=0.81200 of node[n3] is above 0.65``); ``per-reason``,
+the same words for every node refused for the same reason (``node(s) with
+Load[cpu_usage_avg_5m] above 0.65``), which kube-scheduler counts as one reason in the pod's
+``FailedScheduling`` event and ``PodScheduled`` condition (``0/5000 nodes are available: 3201
+node(s) with ...``) instead of listing every node."""
+
+
+def reason_message(verdict: Verdict, hot_limit: int) -> str | None:
+    """The ``per-reason`` wording of ``verdict``'s refusal (``None`` when it passes): the
+    metric and the limit, never the node nor its value."""
+    reason = verdict.overload_reason
+    if verdict.overload is None or reason is None:
+        return None
+    metric, why = reason
+    if why != "overloaded":
+        return f"node(s) with Load[{metric}] {why} (staleData is failClosed)"
+    if metric == HOT_VALUE_KEY:
+        return f"node(s) with a hot value above hotValueLimit {hot_limit}"
+    term = next((t for t in verdict.terms if t.decided), None)
+    if term is None:
+        return f"node(s) with Load[{metric}] above its limit"
+    placed = " with the pods the sample does not show yet" if term.estimated > 0 else ""
+    return f"node(s) with Load[{metric}] above {term.threshold:g}{placed}"
+
+
+def reason_refusal_for(verdict: Verdict, need: Need) -> tuple[str, tuple[str, str]] | None:
+    """:func:`refusal_for` in the ``per-reason`` wording."""
+    for room in verdict.rooms:
+        if need.of(room.resource) > room.left:
+            return (
+                f"node(s) with Load[{room.metric}] above {room.limit:g} with this pod",
+                (room.metric, WITH_POD),
+            )
+    return None
+
+
 def node_score(weighted: float, total_weight: float, hot: float) -> int:
     """crane's ``clamp(int(S/W) - int(hot·10), 0, 100)``, finite for any input.
 

@@ -19,7 +19,18 @@ from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.wire import ENCODER, NODE_DECODER, HostPriority, Node
 from shared.annotations import Sample
 from shared.estimation import NodeSize, Placement
-from shared.load_model import LoadRules, NodeLoad, Verdict, evaluate, future_detail
+from shared.load_model import (
+    LoadRules,
+    MessageStyle,
+    Need,
+    NodeLoad,
+    Verdict,
+    evaluate,
+    future_detail,
+    reason_message,
+    reason_refusal_for,
+    refusal_for,
+)
 from shared.node_fit import FitNode
 from shared.policy import NODE_LIMITS_KEY
 
@@ -147,6 +158,42 @@ def cached_load(
     return CachedLoad(load, key, warnings)
 
 
+NOT_CACHED_CLOSED = "node[{}] is not in the extender's node cache yet; staleData is failClosed"
+NOT_CACHED_REASON = "node(s) not in the extender's node cache yet (staleData is failClosed)"
+
+
+class Wording:
+    """How filter answers word a refusal (:data:`shared.load_model.MessageStyle`): crane's
+    message naming the node and its value, or one phrase per reason."""
+
+    __slots__ = ("hot_limit", "per_node")
+
+    def __init__(self, style: MessageStyle = "per-node", hot_limit: int = 0) -> None:
+        self.per_node = style == "per-node"
+        self.hot_limit = hot_limit
+
+    def overload(self, verdict: Verdict) -> str | None:
+        """The refusal of a node rejected on its own (``None`` when it passes)."""
+        if self.per_node:
+            return verdict.overload
+        return reason_message(verdict, self.hot_limit)
+
+    def with_pod(
+        self, verdict: Verdict, need: Need, name: str
+    ) -> tuple[str, tuple[str, str]] | None:
+        """The refusal of a node without room for the pod's estimate (estimation)."""
+        if self.per_node:
+            return refusal_for(verdict, need, name)
+        return reason_refusal_for(verdict, need)
+
+    def not_cached(self, name: str) -> str:
+        """The refusal, under failClosed, of a node the cache lacks."""
+        return NOT_CACHED_CLOSED.format(name) if self.per_node else NOT_CACHED_REASON
+
+
+PER_NODE = Wording()
+"""crane's wording."""
+
 Standing = tuple[()] | tuple[str, tuple[str, str]]
 """A node's filter outcome in a :class:`NodeView`: (rejection message, (metric, reason)), or
 :data:`PASSES`."""
@@ -242,9 +289,11 @@ class NodeView:
         "standing",
         "unknowns",
         "verdicts",
+        "wording",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, wording: Wording = PER_NODE) -> None:
+        self.wording = wording
         self.changes = ChangeLog()
         self.filter_changes = ChangeLog()
         self.verdicts: dict[str, Verdict] = {}
@@ -287,12 +336,13 @@ class NodeView:
         self.encoded_scores[name] = encoded = ENCODER.encode(score)
         self.raw_scores[name] = verdict.score
         self.score_prefixes[name] = encoded[: encoded.rindex(b":") + 1]
-        if verdict.overload is None:
+        message = self.wording.overload(verdict)
+        if message is None:
             self.standing[name] = PASSES
         else:
             reason = verdict.overload_reason or ("*", "overloaded")
-            self.standing[name] = (verdict.overload, reason)
-            self.refusals[name] = verdict.overload
+            self.standing[name] = (message, reason)
+            self.refusals[name] = message
             self.reasons[name] = reason
             self.reason_counts[reason] += 1
         if verdict.unknown:
@@ -345,10 +395,10 @@ class NodeLoadCache:
     times re-evaluates a node only when one of its fresh values goes stale.
     """
 
-    def __init__(self, rules: LoadRules) -> None:
+    def __init__(self, rules: LoadRules, wording: Wording = PER_NODE) -> None:
         self._rules = rules
         self._nodes: dict[str, CachedLoad] = {}
-        self._view = NodeView()
+        self._view = NodeView(wording)
         self._dirty: set[str] = set()
         self._expiries: list[tuple[datetime, str]] = []
         self._as_of: datetime | None = None

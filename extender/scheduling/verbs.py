@@ -23,11 +23,13 @@ from extender.scheduling.binding import Binder
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import (
     PASSES,
+    PER_NODE,
     ChangeLog,
     NodeLoadCache,
     NodeView,
     RequestMemo,
     Standing,
+    Wording,
     decode_node,
 )
 from extender.scheduling.quota_gate import QuotaGate
@@ -53,7 +55,6 @@ from shared.load_model import (
     Need,
     Verdict,
     normalized_table,
-    refusal_for,
     spread_table,
     to_extender_score,
 )
@@ -61,7 +62,6 @@ from shared.strategies import PodDemand, demand_of, pod_need, pod_score
 
 logger = logging.getLogger(__name__)
 
-NOT_CACHED_CLOSED = "node[{}] is not in the extender's node cache yet; staleData is failClosed"
 NOT_CACHED = ("*", "not-cached")
 """The (metric, reason) of a node refused, under failClosed, because the cache lacks it."""
 _ANY = math.inf
@@ -284,6 +284,7 @@ class LoadAwareExtender:
         quota: QuotaGate | None = None,
         requeue: RequeueTracker | None = None,
         defer: Callable[[Callable[[], None]], object] | None = None,
+        wording: Wording = PER_NODE,
     ) -> None:
         self._defer = defer or _now
         """Runs work a request's answer does not wait for: at once by default; the served app
@@ -291,6 +292,8 @@ class LoadAwareExtender:
         self.binder = Binder(node_cache.placements if node_cache is not None else None)
         """The bind verb (``bindVerb: bind``), fed the pods filter and prioritize see."""
         self._rules = rules
+        self._wording = wording
+        """How refusals are worded; a node cache words its nodes' own the same way."""
         self._requeue = requeue
         self._clock = clock
         self._metrics = metrics
@@ -417,7 +420,13 @@ class LoadAwareExtender:
 
     def _tally(self, *, check: bool, need: Need | None) -> _Tally:
         rules = self._rules
-        return _Tally(rules.fail_closed, check=check, need=need, place=rules.places_without_room)
+        return _Tally(
+            rules.fail_closed,
+            check=check,
+            need=need,
+            place=rules.places_without_room,
+            wording=self._wording,
+        )
 
     def _filter_names(
         self, asked: msgspec.Raw, now: datetime, *, check: bool, need: Need | None = None
@@ -568,19 +577,21 @@ def refusal(
     fail_closed: bool,
     check: bool,
     need: Need | None = None,
+    wording: Wording = PER_NODE,
 ) -> tuple[str, tuple[str, str]] | None:
-    """Why filter rejects node ``name`` (its message and (metric, reason)), or ``None`` when it
-    passes: ``verdict`` is ``None`` for a node the cache lacks; ``check`` is false for a
-    DaemonSet pod, which load never keeps off a node; ``need`` is the pod's estimate, with
-    estimation (:func:`shared.load_model.refusal_for`)."""
+    """Why filter rejects node ``name`` (its message, worded as ``wording`` says, and (metric,
+    reason)), or ``None`` when it passes: ``verdict`` is ``None`` for a node the cache lacks;
+    ``check`` is false for a DaemonSet pod, which load never keeps off a node; ``need`` is the
+    pod's estimate, with estimation (:func:`shared.load_model.refusal_for`)."""
     if not check:
         return None
     if verdict is None:
-        return _not_cached(name) if fail_closed else None
-    if verdict.overload is not None:
-        return verdict.overload, verdict.overload_reason or ("*", "overloaded")
+        return _not_cached(name, wording) if fail_closed else None
+    message = wording.overload(verdict)
+    if message is not None:
+        return message, verdict.overload_reason or ("*", "overloaded")
     if need is not None and verdict.rooms:
-        return refusal_for(verdict, need, name)
+        return wording.with_pod(verdict, need, name)
     return None
 
 
@@ -625,12 +636,20 @@ class _Tally:
         "tight",
         "uncached",
         "unknown",
+        "wording",
     )
 
     def __init__(
-        self, fail_closed: bool, *, check: bool, need: Need | None = None, place: bool = False
+        self,
+        fail_closed: bool,
+        *,
+        check: bool,
+        need: Need | None = None,
+        place: bool = False,
+        wording: Wording = PER_NODE,
     ) -> None:
         self.fail_closed = fail_closed
+        self.wording = wording
         self.check = check
         self.need = need
         """The pod's estimate (estimation): a node without room for it refuses it."""
@@ -656,7 +675,12 @@ class _Tally:
         elif verdict.unknown:
             self.unknown.update(verdict.unknown)
         refused = refusal(
-            name, verdict, fail_closed=self.fail_closed, check=self.check, need=self.need
+            name,
+            verdict,
+            fail_closed=self.fail_closed,
+            check=self.check,
+            need=self.need,
+            wording=self.wording,
         )
         if refused is None:
             return True
@@ -686,7 +710,7 @@ class _Tally:
         self.reasons = Tally(self.reasons)
         verdicts = view.verdicts
         for name in compress(names, map(not_, fits)):
-            refused = refusal_for(verdicts[name], need, name)
+            refused = self.wording.with_pod(verdicts[name], need, name)
             if refused is not None:
                 self.rejected[name], reason = refused
                 self.reasons[reason] += 1
@@ -737,13 +761,14 @@ class _Tally:
                 self.reasons.update(map(itemgetter(1), refused))
         if self.fail_closed and missing:
             self.rejected = dict(self.rejected)
-            self.rejected.update((n, NOT_CACHED_CLOSED.format(n)) for n in missing)
+            self.rejected.update((n, self.wording.not_cached(n)) for n in missing)
             self.reasons = Tally(self.reasons)
             self.reasons[NOT_CACHED] += len(missing)
             # each node the view lacks stands refused, as it is answered
             if patchable:
                 standing = [
-                    _not_cached(n) if s is None else s for n, s in zip(names, standing, strict=True)
+                    _not_cached(n, self.wording) if s is None else s
+                    for n, s in zip(names, standing, strict=True)
                 ]
                 self.facts = _Facts(standing, unknowns)
             return list(filterfalse(self.rejected.__contains__, names))
@@ -769,7 +794,7 @@ class _Tally:
             before, now = standing[i], view.standing.get(name)
             tally.uncached += (now is None) - (before is None or before[1:] == (NOT_CACHED,))
             if now is None and fail_closed:
-                now = _not_cached(name)
+                now = _not_cached(name, self.wording)
             if before:
                 del rejected[name]
                 reasons[before[1]] -= 1
@@ -821,8 +846,8 @@ class _Facts(NamedTuple):
     """The unknown values of the nodes asked about that have some."""
 
 
-def _not_cached(name: str) -> tuple[str, tuple[str, str]]:
-    return NOT_CACHED_CLOSED.format(name), NOT_CACHED
+def _not_cached(name: str, wording: Wording) -> tuple[str, tuple[str, str]]:
+    return wording.not_cached(name), NOT_CACHED
 
 
 def _patch_filter(

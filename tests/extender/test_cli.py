@@ -23,6 +23,7 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ("LOADSCHED_MAX_BODY_BYTES", "0", "--max-body-bytes / LOADSCHED_MAX_BODY_BYTES"),
         ("LOADSCHED_LOG_FORMAT", "xml", "--log-format / LOADSCHED_LOG_FORMAT"),
         ("LOADSCHED_LOG_LEVEL", "loud", "--log-level / LOADSCHED_LOG_LEVEL"),
+        ("LOADSCHED_FILTER_MESSAGES", "short", "--filter-messages / LOADSCHED_FILTER_MESSAGES"),
     ],
 )
 def test_bad_settings_name_the_flag_and_variable(
