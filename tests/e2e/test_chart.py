@@ -15,6 +15,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from extender.cli import parse_args
 from sandbox import chart
 from sandbox.cluster import Sandbox, pod_body
 from sandbox.processes import wait_for
@@ -43,6 +44,17 @@ def test_lint_defaults_and_every_feature() -> None:
         chart.lint({"extender": {"replicaz": 3}})
     with pytest.raises(RuntimeError, match="minimum: got 0, want 1"):
         chart.lint({"extender": {"replicas": 0}})
+    with pytest.raises(RuntimeError, match="filterMessages"):
+        chart.lint({"extender": {"filterMessages": "short"}})
+
+
+@pytest.mark.parametrize("style", ["per-node", "per-reason"])
+def test_the_extenders_args_are_its_own_flags(style: str) -> None:
+    """Every flag the chart passes is one the extender knows (an unknown one exits 2)."""
+    values = {} if style == "per-node" else {"extender": {"filterMessages": style}}
+    rendered = by_kind_and_name(chart.render(values))
+    args = container(rendered[("Deployment", "loadsched-extender")])["args"]
+    assert parse_args(args).filter_messages == style
 
 
 def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:

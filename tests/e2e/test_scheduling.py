@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from sandbox.cluster import Sandbox, pod_body
+from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
+from sandbox.processes import wait_for
 from tests.e2e.conftest import LOADS, NODES, OVERLOADED
 
 pytestmark = pytest.mark.e2e
@@ -108,3 +109,53 @@ def test_nodes_the_extender_cannot_fit(
         assert sandbox.placements("batch=nowhere") == {"nowhere-0": None}
     finally:
         sandbox.delete_pods("batch=nowhere")
+
+
+def test_per_reason_messages_count_the_nodes(
+    sandbox: Sandbox, schedulers: dict[str, str], set_loads: Callable[[dict[str, float]], None]
+) -> None:
+    """Every node overloaded, the same pod through two extenders: with crane's per-node
+    messages kube-scheduler's PodScheduled condition names every node; with ``per-reason`` it
+    counts them under one reason."""
+    url = sandbox.start_extender(
+        name="extender-per-reason", args=["--filter-messages", "per-reason"]
+    )
+
+    def unschedulable(name: str) -> str:
+        pod = sandbox.core.read_namespaced_pod(name, "default")
+        for condition in pod.status.conditions or ():
+            if condition.type == "PodScheduled" and "nodes are available" in (
+                condition.message or ""
+            ):
+                return str(condition.message)
+        return ""
+
+    try:
+        sandbox.start_scheduler(
+            "per-reason", scheduler_name="per-reason", extender=ExtenderSpec(url)
+        )
+        set_loads({node.name: 0.95 for node in NODES})
+        time.sleep(1)
+        sandbox.create_pods(
+            pod_body(f"nowhere-{scheduler}", scheduler_name=scheduler, labels={"batch": "nowhere"})
+            for scheduler in ("loadsched", "per-reason")
+        )
+        messages: dict[str, str] = {}
+
+        def both() -> bool:
+            for scheduler in ("loadsched", "per-reason"):
+                messages[scheduler] = unschedulable(f"nowhere-{scheduler}")
+            return all(messages.values())
+
+        wait_for(both, timeout=30, what="both pods' PodScheduled condition")
+        each, counted = messages["loadsched"], messages["per-reason"]
+        for node in NODES:
+            assert f"1 Load[cpu_usage_avg_5m]=0.95000 of node[{node.name}] is above 0.65" in each
+            assert node.name not in counted
+        assert f"{len(NODES)} node(s) with Load[cpu_usage_avg_5m] above 0.65" in counted
+        assert len(counted) < len(each)
+    finally:
+        sandbox.delete_pods("batch=nowhere")
+        if "per-reason" in sandbox.schedulers:
+            sandbox.stop_scheduler("per-reason")
+        sandbox.supervisor.stop_named("extender-per-reason")
