@@ -112,6 +112,13 @@ def main() -> int:
     )
     parser.add_argument("--window", type=int, default=500, help="nodes named per filter call")
     parser.add_argument("--pairs", type=int, default=2000, help="pairs measured per extender")
+    parser.add_argument(
+        "--extender-arg",
+        action="append",
+        default=[],
+        help="a flag for loadsched's extender (repeatable), e.g. --extender-arg=--filter-messages"
+        "=per-reason",
+    )
     options = parser.parse_args()
     if not 1 <= options.window <= NODES or options.pairs < BLOCKS:
         parser.error(f"--window must be 1..{NODES} and --pairs at least {BLOCKS}")
@@ -119,7 +126,9 @@ def main() -> int:
     nodes = payloads.cluster(rules, NODES, datetime.now(UTC))
     names = [node["metadata"]["name"] for node in nodes]
     with tempfile.TemporaryDirectory() as tmp, FakeNodeAPI(nodes) as api:
-        loadsched, url = start_extender(api.kubeconfig(Path(tmp) / "kubeconfig"))
+        loadsched, url = start_extender(
+            api.kubeconfig(Path(tmp) / "kubeconfig"), tuple(options.extender_arg)
+        )
         port = free_port()
         minimal = subprocess.Popen([str(ensure_minimal_extender()), f"127.0.0.1:{port}"])
         try:
@@ -148,7 +157,8 @@ def main() -> int:
     print(
         f"extender CPU per pod (filter + prioritize over HTTP), {NODES} nodes, windows of "
         f"{options.window} nodes, {count} pods each, annotation churn "
-        f"{writer.achieved:.1f} nodes/s, cpus={os.cpu_count()}"
+        f"{writer.achieved:.1f} nodes/s, cpus={os.cpu_count()}, loadsched's extender flags: "
+        f"{' '.join(options.extender_arg) or 'none'}"
     )
     for kind, seconds in used.items():
         print(f"  {kind:<10} {seconds / count * 1000:6.3f} ms")

@@ -422,6 +422,13 @@ def main() -> int:
         help="node annotation patches per second during the batches "
         f"(default: every node once per {ANNOTATOR_PERIOD:g} s; 0: none)",
     )
+    parser.add_argument(
+        "--extender-arg",
+        action="append",
+        default=[],
+        help="a flag for loadsched's extender (repeatable), e.g. --extender-arg=--filter-messages"
+        "=per-reason",
+    )
     options = parser.parse_args()
     if options.churn is not None and options.churn < 0:
         parser.error("--churn must be 0 or more")
@@ -430,7 +437,7 @@ def main() -> int:
         print(f"creating {options.nodes} nodes", file=sys.stderr)
         specs = nodes(options.nodes)
         box.create_nodes(specs, workers=16)
-        loadsched_url = box.start_extender(args=["--log-level", "warning"])
+        loadsched_url = box.start_extender(args=["--log-level", "warning", *options.extender_arg])
         minimal_url = start_minimal_extender(box)
         bench = Bench(
             box,
@@ -448,6 +455,7 @@ def main() -> int:
                 for percentage in options.percentages:
                     for kind in round_order(index):
                         bench.run(kind, index, percentage)
+    print(f"loadsched's extender flags: {' '.join(options.extender_arg) or 'none'}")
     met = [report(bench, options.rounds, options.nodes, p, churn) for p in options.percentages]
     return 0 if all(met) else 1
 
