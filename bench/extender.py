@@ -105,6 +105,17 @@ def start_extender(
     raise SystemExit("extender did not become ready")
 
 
+def add_extender_args(parser: argparse.ArgumentParser) -> None:
+    """``--extender-arg``: flags for loadsched's extender, as ``options.extender_arg``."""
+    parser.add_argument(
+        "--extender-arg",
+        action="append",
+        default=[],
+        help="a flag for loadsched's extender (repeatable), e.g. --extender-arg=--filter-messages"
+        "=per-reason",
+    )
+
+
 def quick_option(doc: str | None) -> bool:
     """The benchmarks' one flag: ``--quick`` for fewer rounds (a smoke run)."""
     return bool(quick_parser(doc).parse_args().quick)

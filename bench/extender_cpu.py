@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.extender import (  # noqa: E402
     PRODUCTION_RATE,
     AnnotationWriter,
+    add_extender_args,
     free_port,
     start_extender,
 )
@@ -112,13 +113,7 @@ def main() -> int:
     )
     parser.add_argument("--window", type=int, default=500, help="nodes named per filter call")
     parser.add_argument("--pairs", type=int, default=2000, help="pairs measured per extender")
-    parser.add_argument(
-        "--extender-arg",
-        action="append",
-        default=[],
-        help="a flag for loadsched's extender (repeatable), e.g. --extender-arg=--filter-messages"
-        "=per-reason",
-    )
+    add_extender_args(parser)
     options = parser.parse_args()
     if not 1 <= options.window <= NODES or options.pairs < BLOCKS:
         parser.error(f"--window must be 1..{NODES} and --pairs at least {BLOCKS}")

@@ -47,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.extender import add_extender_args  # noqa: E402
 from sandbox.build import ensure_minimal_extender  # noqa: E402
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
@@ -422,13 +423,7 @@ def main() -> int:
         help="node annotation patches per second during the batches "
         f"(default: every node once per {ANNOTATOR_PERIOD:g} s; 0: none)",
     )
-    parser.add_argument(
-        "--extender-arg",
-        action="append",
-        default=[],
-        help="a flag for loadsched's extender (repeatable), e.g. --extender-arg=--filter-messages"
-        "=per-reason",
-    )
+    add_extender_args(parser)
     options = parser.parse_args()
     if options.churn is not None and options.churn < 0:
         parser.error("--churn must be 0 or more")
