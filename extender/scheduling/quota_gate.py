@@ -20,6 +20,9 @@ the UIDs against the node's pods), so its victims are replaced by legal ones, ch
 The node's room counts pods admitted at filter but not yet seen bound (their node unknown
 here; kube-scheduler's own victims bound how much of it can be on this node), so a node is not
 dropped for room that is already promised. A node without a legal set is dropped.
+kube-scheduler (v1.34) only proposes nodes where it found at least one lower-priority pod to
+remove, and rejects an answer that lists a node with no victims, so such a node is never
+returned.
 
 The pod watch lags kube-scheduler's own cache a little (more on a busy control plane), so a
 victim named in one answer can still be in the ledger when the next preemption comes after
@@ -29,9 +32,6 @@ in the last :data:`OFFERED_FOR` seconds is therefore treated as going: never nam
 unless kube-scheduler proposes it itself, kept as taking room on its node (its room is the
 earlier preemptor's), and not counted in its namespace's use, so a lender is not pushed below
 its ``min`` on the strength of a pod that is already leaving.
-kube-scheduler (v1.34) only proposes nodes where it found at least one lower-priority pod to
-remove, and rejects an answer that lists a node with no victims, so such a node is never
-returned.
 """
 
 from __future__ import annotations
@@ -84,12 +84,10 @@ class QuotaGate:
         *,
         allocatable: Callable[[str], Mapping[str, str] | None],
         metrics: ExtenderMetrics,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ledger = ledger
         self._allocatable = allocatable
         self._metrics = metrics
-        self._clock = clock
         self._offered: dict[str, float] = {}
         """Victims named at ``preempt`` (UID → when), until :data:`OFFERED_FOR` passes or
         the watch shows them gone."""
@@ -230,14 +228,14 @@ class QuotaGate:
                 # the scheduler's own count for the node.
                 NumPDBViolations=violations if same else min(violations, len(uids)),
             )
-        now = self._clock()
+        now = time.monotonic()
         self._offered.update((m.UID, now) for victims in answer.values() for m in victims.Pods)
         return answer
 
     def _going(self, proposed: set[str]) -> list[PodUsage]:
         """Victims named lately that the ledger still has and kube-scheduler does not propose
         now (it proposes only pods it still has); forgets the rest."""
-        pods, now = self.ledger.pods, self._clock()
+        pods, now = self.ledger.pods, time.monotonic()
         self._offered = {
             victim: at
             for victim, at in self._offered.items()

@@ -5,6 +5,7 @@ import httpx
 import pytest
 
 from extender.app import create_app
+from extender.scheduling import quota_gate
 from extender.settings import ExtenderSettings
 from shared.errors import ConfigError
 from tests.extender.conftest import ClientFactory
@@ -169,6 +170,20 @@ async def test_a_victim_just_named_is_not_named_again(make_client: ClientFactory
     proposed_again = preempt_body(quota_pod("job-3", "b", 5), {"n2": ["uid-a-job-1"]})
     third = (await client.post("/preempt", content=proposed_again)).json()
     assert third["NodeNameToMetaVictims"]["n2"]["Pods"] == [{"UID": "uid-a-job-1"}]
+
+
+async def test_a_victim_named_long_ago_may_be_named_again(
+    make_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past OFFERED_FOR, a victim the ledger still holds was not chosen (kube-scheduler took
+    another node): it is a candidate again."""
+    monkeypatch.setattr(quota_gate, "OFFERED_FOR", 0.0)
+    client = await ready_client(make_client)
+    proposal = {"n1": ["uid-other-low"], "n2": ["uid-other2-low"]}
+    for name in ("job-2", "job-3"):
+        body = preempt_body(quota_pod(name, "b", 5), proposal)
+        answer = (await client.post("/preempt", content=body)).json()
+        assert answer["NodeNameToMetaVictims"]["n2"]["Pods"] == [{"UID": "uid-a-job-1"}]
 
 
 async def test_borrowing_preemption_stays_in_its_namespace(make_client: ClientFactory) -> None:
