@@ -170,21 +170,26 @@ class Verdict:
     """With estimation, for a passing node: the room left per resource (at most one each)."""
 
 
+def short_room(verdict: Verdict, need: Need) -> Room | None:
+    """The first room of a node that passes on its own that a pod estimated at ``need`` does
+    not fit in; ``None`` when it fits in every one."""
+    return next((room for room in verdict.rooms if need.of(room.resource) > room.left), None)
+
+
 def refusal_for(verdict: Verdict, need: Need, node: str) -> tuple[str, tuple[str, str]] | None:
     """Why a node that passes on its own refuses a pod estimated at ``need``: its message and
     (metric, :data:`WITH_POD`); ``None`` when the pod fits in every room."""
-    for room in verdict.rooms:
-        brings = need.of(room.resource)
-        if brings > room.left:
-            share = brings / room.size
-            total = room.measured + room.estimated + share
-            return (
-                f"Load[{room.metric}]={total:.5f} of node[{node}] with this pod is above "
-                f"{room.limit:g} ({room.measured:.5f} measured {_estimated(room.estimated)}"
-                f" + {share:.5f} this pod)",
-                (room.metric, WITH_POD),
-            )
-    return None
+    room = short_room(verdict, need)
+    if room is None:
+        return None
+    share = need.of(room.resource) / room.size
+    total = room.measured + room.estimated + share
+    return (
+        f"Load[{room.metric}]={total:.5f} of node[{node}] with this pod is above "
+        f"{room.limit:g} ({room.measured:.5f} measured {_estimated(room.estimated)}"
+        f" + {share:.5f} this pod)",
+        (room.metric, WITH_POD),
+    )
 
 
 MessageStyle = Literal["per-node", "per-reason"]
@@ -196,13 +201,10 @@ Load[cpu_usage_avg_5m] above 0.65``), which kube-scheduler counts as one reason 
 node(s) with ...``) instead of listing every node."""
 
 
-def reason_message(verdict: Verdict, hot_limit: int) -> str | None:
-    """The ``per-reason`` wording of ``verdict``'s refusal (``None`` when it passes): the
-    metric and the limit, never the node nor its value."""
-    reason = verdict.overload_reason
-    if verdict.overload is None or reason is None:
-        return None
-    metric, why = reason
+def reason_message(verdict: Verdict, hot_limit: int) -> str:
+    """The ``per-reason`` wording of the refusal of ``verdict`` (one that rejects its node):
+    the metric and the limit, never the node nor its value."""
+    metric, why = verdict.overload_reason or ("*", "overloaded")
     if why != "overloaded":
         return f"node(s) with Load[{metric}] {why} (staleData is failClosed)"
     if metric == HOT_VALUE_KEY:
@@ -211,18 +213,18 @@ def reason_message(verdict: Verdict, hot_limit: int) -> str | None:
     if term is None:
         return f"node(s) with Load[{metric}] above its limit"
     placed = " with the pods the sample does not show yet" if term.estimated > 0 else ""
-    return f"node(s) with Load[{metric}] above {term.threshold:g}{placed}"
+    return f"node(s) with Load[{term.metric}] above {term.threshold:g}{placed}"
 
 
 def reason_refusal_for(verdict: Verdict, need: Need) -> tuple[str, tuple[str, str]] | None:
     """:func:`refusal_for` in the ``per-reason`` wording."""
-    for room in verdict.rooms:
-        if need.of(room.resource) > room.left:
-            return (
-                f"node(s) with Load[{room.metric}] above {room.limit:g} with this pod",
-                (room.metric, WITH_POD),
-            )
-    return None
+    room = short_room(verdict, need)
+    if room is None:
+        return None
+    return (
+        f"node(s) with Load[{room.metric}] above {room.limit:g} with this pod",
+        (room.metric, WITH_POD),
+    )
 
 
 def node_score(weighted: float, total_weight: float, hot: float) -> int:

@@ -174,7 +174,7 @@ class Wording:
 
     def overload(self, verdict: Verdict) -> str | None:
         """The refusal of a node rejected on its own (``None`` when it passes)."""
-        if self.per_node:
+        if self.per_node or verdict.overload is None:
             return verdict.overload
         return reason_message(verdict, self.hot_limit)
 

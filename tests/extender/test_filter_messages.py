@@ -2,12 +2,13 @@
 it, so kube-scheduler counts the nodes instead of listing them (``0/5000 nodes are available:
 3201 node(s) with Load[cpu_usage_avg_5m] above 0.65``); ``per-node`` keeps crane's message."""
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from extender.scheduling.node_view import NOT_CACHED_REASON
+from extender.scheduling.node_view import NOT_CACHED_REASON, Wording
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules, NodeLoad, evaluate, reason_message
 from shared.policy import parse_policy
@@ -124,9 +125,13 @@ async def test_per_reason_with_estimation(make_client: ClientFactory, mode: str)
     assert result["FailedAndUnresolvableNodes"]["n2"] == f"{ABOVE} with this pod"
 
 
-def test_a_passing_verdict_has_no_reason() -> None:
+def test_only_a_refused_node_is_worded() -> None:
     rules = LoadRules.from_policy(POLICY)
-    load = NodeLoad.from_annotations("n5", {"cpu_usage_avg_5m": encode_metric(0.3, NOW)}, rules)
-    verdict = evaluate(load, rules, NOW)
-    assert verdict.overload is None
-    assert reason_message(verdict, rules.hot_limit) is None
+    wording = Wording("per-reason", rules.hot_limit)
+    for value, expected in ((0.3, None), (0.8, ABOVE)):
+        annotations = {"cpu_usage_avg_5m": encode_metric(value, NOW)}
+        verdict = evaluate(NodeLoad.from_annotations("n", annotations, rules), rules, NOW)
+        assert wording.overload(verdict) == expected
+    # a refusal whose reason is not recorded is still a refusal
+    refused = replace(verdict, overload_reason=None)
+    assert reason_message(refused, rules.hot_limit) == ABOVE
