@@ -195,13 +195,19 @@ def test_the_annotator_dry_runs_once_against_the_cluster(
         "--port",
         str(free_port()),
     ]
-    # exit 0 once Prometheus has a series for every metric (its rules need a few evaluations)
+
+    # Prometheus's rules need a few evaluations before every node has a series: a round exits
+    # 0 once each metric has a series for some node, so it runs again until one logs every node
+    def logs_every_node(logged: str) -> bool:
+        return all(f"node/{node.name}: dry run, would write" in logged for node in NODES)
+
     deadline = time.monotonic() + 120
     result = podman(*argv, check=False)
-    while result.returncode != 0 and time.monotonic() < deadline:
+    logged = result.stdout + result.stderr
+    while not (result.returncode == 0 and logs_every_node(logged)) and time.monotonic() < deadline:
         time.sleep(3)
         result = podman(*argv, check=False)
-    logged = result.stdout + result.stderr
+        logged = result.stdout + result.stderr
     assert result.returncode == 0, logged
     for node in NODES:
         assert f"node/{node.name}: dry run, would write" in logged, logged
