@@ -196,12 +196,33 @@ def why(
                         + (f" ({shown} s)" if slow else "")
                         + f"; p99 is the {_rank_from_top(len(o.latencies))} slowest"
                     )
+                    binds = _bind_times(outcomes)
+                    if binds:
+                        lines.append(f"    the extender's bind took on average {binds}")
     return lines
 
 
+def _bind_times(outcomes: Sequence[Outcome]) -> str:
+    """Each strategy's mean time per bind call in a round, for the strategies that bound
+    through the extender (a pod's latency includes its binding)."""
+    return ", ".join(
+        f"{o.strategy.key} {o.verbs['bind'] * 1000:.1f} ms"
+        for o in outcomes
+        if o.skipped is None and "bind" in o.verbs
+    )
+
+
 def render_decisions(outcomes: Sequence[Outcome]) -> list[str]:
-    """Per strategy run through the extender: what its filter did for want of room."""
-    return [f"  {o.strategy.key}: {decided(o.decisions)}" for o in outcomes if o.decisions]
+    """Per strategy run through the extender: what its filter did for want of room, and its
+    mean time per call by verb."""
+    lines = [f"  {o.strategy.key}: {decided(o.decisions)}" for o in outcomes if o.decisions]
+    return lines + [f"  {o.strategy.key}: {timed(o.verbs)}" for o in outcomes if o.verbs]
+
+
+def timed(verbs: dict[str, float]) -> str:
+    """The extender's mean time per call by verb (:func:`bench.quality_run.verb_seconds`)."""
+    each = ", ".join(f"{verb} {seconds * 1000:.2f} ms" for verb, seconds in sorted(verbs.items()))
+    return f"the extender's mean time per call: {each}"
 
 
 def decided(decisions: dict[str, float]) -> str:
@@ -291,6 +312,7 @@ def replayed(record: dict[str, Any]) -> Outcome:
         skipped=record["skipped"],
         bound={pod: (node, at) for pod, (node, at) in record.get("bound", {}).items()},
         decisions=dict(record.get("decisions", {})),
+        verbs=dict(record.get("verbs", {})),
     )
 
 
@@ -305,6 +327,7 @@ def recorded(outcome: Outcome) -> dict[str, object]:
         "latencies": outcome.latencies,
         "bound": outcome.bound,
         "decisions": outcome.decisions,
+        "verbs": outcome.verbs,
         "times": recording.times,
         "cpu": [{n: load.cpu for n, load in s.items()} for s in recording.samples],
         "memory": [{n: load.memory for n, load in s.items()} for s in recording.samples],

@@ -121,6 +121,25 @@ def decision_counts(text: str) -> dict[str, float]:
     return counts
 
 
+VERB_SECONDS = "loadsched_extender_request_duration_seconds"
+
+
+def verb_seconds(text: str) -> dict[str, float]:
+    """From the extender's ``/metrics`` (Prometheus text): its mean time per call, by verb
+    (seconds; the verbs called at least once), from first body byte to encoded answer; for
+    ``bind``, the binding written to the API server included."""
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            verb = sample.labels.get("verb", "")
+            if sample.name == f"{VERB_SECONDS}_sum":
+                sums[verb] = sample.value
+            elif sample.name == f"{VERB_SECONDS}_count":
+                counts[verb] = sample.value
+    return {verb: sums.get(verb, 0.0) / n for verb, n in counts.items() if n}
+
+
 @dataclass
 class Outcome:
     strategy: Strategy
@@ -135,6 +154,8 @@ class Outcome:
     created: int = 0
     decisions: dict[str, float] = field(default_factory=dict)
     """What the extender counted over the run (:func:`decision_counts`); empty without one."""
+    verbs: dict[str, float] = field(default_factory=dict)
+    """The extender's mean seconds per call, by verb, over the run (:func:`verb_seconds`)."""
     skipped: str | None = None
     """Why the strategy did not run."""
 
@@ -225,7 +246,8 @@ class Harness:
             close()
         if extender is not None:
             with httpx.Client(base_url=extender, timeout=10) as client:
-                outcome.decisions = decision_counts(client.get("/metrics").raise_for_status().text)
+                text = client.get("/metrics").raise_for_status().text
+                outcome.decisions, outcome.verbs = decision_counts(text), verb_seconds(text)
         self.say(
             f"{strategy.key}: {len(outcome.latencies)} of {outcome.created} pods bound, "
             f"{outcome.pending} pending at the end"
