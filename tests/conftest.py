@@ -1,7 +1,10 @@
 import os
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.raw_server import Received, Servers, Started
 
 # Property tests assert behaviour, never time: no per-example deadline, no "too slow" health
 # check (a loaded 2-core CI machine runs them several times slower). Under CI the examples are
@@ -18,3 +21,13 @@ settings.load_profile("loadsched")
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[
+    Callable[[Callable[[Received], bytes | None]], Awaitable[Started]]
+]:
+    """Starts real HTTP/1.1 servers on 127.0.0.1 (:class:`tests.raw_server.Server`)."""
+    servers = Servers()
+    yield servers.start
+    servers.close()

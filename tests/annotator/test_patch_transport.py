@@ -3,8 +3,6 @@
 import asyncio
 import gzip
 import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 
 import httpx
 import pytest
@@ -13,77 +11,9 @@ from annotator.patching import NodePatcher, PatchTransport, kube_client
 from shared.errors import APIServerError, APIUnauthorizedError, APIUnreachableError
 from shared.kube.config import KubeEndpoint
 from shared.kube.retrying import RetryPolicy
+from tests.raw_server import OK, Received
 
 pytestmark = pytest.mark.anyio
-
-OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
-
-
-@dataclass
-class Received:
-    connection: int
-    head: bytes
-    body: bytes
-
-
-@dataclass
-class Server:
-    """Answers each request with ``answer(received)``: bytes to send, ``b""`` to close the
-    connection without answering, ``None`` to never answer."""
-
-    answer: Callable[[Received], bytes | None]
-    received: list[Received] = field(default_factory=list)
-    connections: int = 0
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        number = self.connections
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    (
-                        int(line.split(b":", 1)[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length:")
-                    ),
-                    0,
-                )
-                received = Received(number, head, await reader.readexactly(length))
-                self.received.append(received)
-                answer = self.answer(received)
-                if answer is None:
-                    await asyncio.Event().wait()
-                if not answer:
-                    break
-                writer.write(answer)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Callable[[Received], bytes | None]], "Started"]]:
-    servers: list[asyncio.Server] = []
-
-    async def start(answer: Callable[[Received], bytes | None]) -> Started:
-        server = Server(answer)
-        listening = await asyncio.start_server(server._serve, "127.0.0.1", 0)
-        servers.append(listening)
-        port = listening.sockets[0].getsockname()[1]
-        return Started(server, KubeEndpoint(host=f"http://127.0.0.1:{port}"))
-
-    yield start  # type: ignore[misc]
-    for listening in servers:
-        listening.close()
-
-
-@dataclass
-class Started:
-    server: Server
-    endpoint: KubeEndpoint
 
 
 async def test_patch_is_sent_whole_and_its_answer_returned_over_one_kept_connection(
