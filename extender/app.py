@@ -358,6 +358,7 @@ def cluster_lifespan(
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                state.extender.binder.detach()
 
     return lifespan
 

@@ -9,21 +9,35 @@ the pod (remembered from filter and prioritize, which carry it) is counted on it
 (:meth:`PlacementIndex.assume`), then bound with a ``Binding``; a failed binding is taken back
 and its error returned to kube-scheduler, which retries the pod.
 
+A burst's pods are bound at once, so each binding is written as bytes over kept-alive
+connections of the binder's own (:class:`shared.kube.kept_alive.DirectWrite`), at most
+:data:`BINDS_AT_ONCE` at a time, rather than through httpx, whose pool's work per request grows
+with the requests waiting (a client that cannot be written to directly, such as a test's fake
+transport, goes through httpx).
+
 The cost: with the bind verb configured, kube-scheduler cannot bind while the extender is down
 (``ignorable`` does not cover binding); the pods wait for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Mapping
+from functools import partial
+from urllib.parse import quote
 
 import httpx
 
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.wire import BindingArgs, BindingResult
 from shared.errors import APIError, APIUnreachableError
+from shared.kube import direct
+from shared.kube.bodies import JSON, encode
 from shared.kube.creating import create
+from shared.kube.kept_alive import ConnectionPool, DirectWrite
 from shared.kube.paths import PODS
+from shared.kube.requesting import retried
 from shared.kube.retrying import RetryPolicy
 from shared.pods import Pod
 
@@ -31,6 +45,8 @@ logger = logging.getLogger(__name__)
 
 REMEMBERED = 10_000
 """Pods remembered from filter and prioritize, waiting for their binding."""
+BINDS_AT_ONCE = 16
+"""Bindings written at once (and connections kept for them); the others wait their turn."""
 
 
 class Binder:
@@ -39,9 +55,22 @@ class Binder:
         self._asked: dict[str, Pod] = {}
         self._client: httpx.AsyncClient | None = None
         self._retry: RetryPolicy | None = None
+        self._pool: ConnectionPool | None = None
+        self._direct: DirectWrite | None = None
+        self._turns = asyncio.Semaphore(BINDS_AT_ONCE)
 
     def attach(self, client: httpx.AsyncClient, retry: RetryPolicy) -> None:
         self._client, self._retry = client, retry
+        route = direct.route(client)
+        if route is not None:
+            self._pool = ConnectionPool(route.tls, BINDS_AT_ONCE)
+            self._direct = DirectWrite(self._pool, route, retry.http_timeout)
+
+    def detach(self) -> None:
+        """The cluster is gone (the service stops): its connections are closed."""
+        if self._pool is not None:
+            self._pool.close()
+        self._client = self._retry = self._pool = self._direct = None
 
     def remember(self, pod: Pod) -> None:
         """A pod kube-scheduler asked about (it may be bound next)."""
@@ -68,7 +97,22 @@ class Binder:
             "metadata": {"name": args.PodName, "namespace": args.PodNamespace, "uid": args.PodUID},
             "target": {"apiVersion": "v1", "kind": "Node", "name": args.Node},
         }
+        what = f"{where}: bind to node/{args.Node}"
         try:
+            async with self._turns:
+                await self._write(args, body, what)
+        except (APIError, APIUnreachableError) as e:
+            if placements is not None:
+                placements.forget(args.PodUID)
+            logger.warning("%s: binding to node/%s failed: %s", where, args.Node, e)
+            return BindingResult(Error=f"binding {where} to {args.Node}: {e}")
+        return BindingResult()
+
+    async def _write(self, args: BindingArgs, body: Mapping[str, object], what: str) -> None:
+        """POST the Binding: straight to the binder's connections, else through httpx."""
+        client, retry, write = self._client, self._retry, self._direct
+        assert client is not None and retry is not None
+        if write is None:
             await create(
                 client,
                 PODS,
@@ -76,12 +120,18 @@ class Binder:
                 namespace=args.PodNamespace,
                 name=args.PodName,
                 subresource="binding",
-                what=f"{where}: bind to node/{args.Node}",
+                what=what,
                 retry=retry,
             )
-        except (APIError, APIUnreachableError) as e:
-            if placements is not None:
-                placements.forget(args.PodUID)
-            logger.warning("%s: binding to node/%s failed: %s", where, args.Node, e)
-            return BindingResult(Error=f"binding {where} to {args.Node}: {e}")
-        return BindingResult()
+            return
+        # quoted as httpx would: the names come from the request, unchecked
+        path = PODS.path(
+            quote(args.PodName, safe=""),
+            namespace=quote(args.PodNamespace, safe=""),
+            subresource="binding",
+        )
+        send = partial(write.send, b"POST", path.encode(), encode(body), JSON_TYPE, what)
+        await retried(send, method="POST", what=what, retry=retry)
+
+
+JSON_TYPE = JSON["Content-Type"]
