@@ -25,6 +25,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from functools import partial
+from typing import NamedTuple
 from urllib.parse import quote
 
 import httpx
@@ -49,28 +50,42 @@ BINDS_AT_ONCE = 16
 """Bindings written at once (and connections kept for them); the others wait their turn."""
 
 
+JSON_TYPE = JSON["Content-Type"]
+
+
+class _Cluster(NamedTuple):
+    """Where bindings are written, from :meth:`Binder.attach` to :meth:`Binder.detach`."""
+
+    client: httpx.AsyncClient
+    retry: RetryPolicy
+    turns: asyncio.Semaphore
+    """At most :data:`BINDS_AT_ONCE` bindings written at once."""
+    pool: ConnectionPool | None
+    """The binder's own connections, when the client can be written to directly."""
+    write: DirectWrite | None
+
+
 class Binder:
     def __init__(self, placements: PlacementIndex | None) -> None:
         self._placements = placements
         self._asked: dict[str, Pod] = {}
-        self._client: httpx.AsyncClient | None = None
-        self._retry: RetryPolicy | None = None
-        self._pool: ConnectionPool | None = None
-        self._direct: DirectWrite | None = None
-        self._turns = asyncio.Semaphore(BINDS_AT_ONCE)
+        self._cluster: _Cluster | None = None
 
     def attach(self, client: httpx.AsyncClient, retry: RetryPolicy) -> None:
-        self._client, self._retry = client, retry
+        """Bind in ``client``'s cluster (called on the running event loop)."""
         route = direct.route(client)
+        pool, write = None, None
         if route is not None:
-            self._pool = ConnectionPool(route.tls, BINDS_AT_ONCE)
-            self._direct = DirectWrite(self._pool, route, retry.http_timeout)
+            pool = ConnectionPool(route.tls, BINDS_AT_ONCE)
+            write = DirectWrite(pool, route, retry.http_timeout)
+        self._cluster = _Cluster(client, retry, asyncio.Semaphore(BINDS_AT_ONCE), pool, write)
 
     def detach(self) -> None:
-        """The cluster is gone (the service stops): its connections are closed."""
-        if self._pool is not None:
-            self._pool.close()
-        self._client = self._retry = self._pool = self._direct = None
+        """The cluster is gone (the service stops): its connections are closed. A binding
+        already under way ends on the cluster it started on."""
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None and cluster.pool is not None:
+            cluster.pool.close()
 
     def remember(self, pod: Pod) -> None:
         """A pod kube-scheduler asked about (it may be bound next)."""
@@ -83,8 +98,8 @@ class Binder:
 
     async def bind(self, args: BindingArgs) -> BindingResult:
         """Count the pod on its node, then bind it; an error is kube-scheduler's to retry."""
-        client, retry = self._client, self._retry
-        if client is None or retry is None:
+        cluster = self._cluster
+        if cluster is None:
             return BindingResult(Error="loadsched extender has no cluster to bind in")
         where = f"pod/{args.PodNamespace}/{args.PodName}"
         pod = self._asked.pop(args.PodUID, None)
@@ -99,8 +114,8 @@ class Binder:
         }
         what = f"{where}: bind to node/{args.Node}"
         try:
-            async with self._turns:
-                await self._write(args, body, what)
+            async with cluster.turns:
+                await _write(cluster, args, body, what)
         except (APIError, APIUnreachableError) as e:
             if placements is not None:
                 placements.forget(args.PodUID)
@@ -108,30 +123,28 @@ class Binder:
             return BindingResult(Error=f"binding {where} to {args.Node}: {e}")
         return BindingResult()
 
-    async def _write(self, args: BindingArgs, body: Mapping[str, object], what: str) -> None:
-        """POST the Binding: straight to the binder's connections, else through httpx."""
-        client, retry, write = self._client, self._retry, self._direct
-        assert client is not None and retry is not None
-        if write is None:
-            await create(
-                client,
-                PODS,
-                body,
-                namespace=args.PodNamespace,
-                name=args.PodName,
-                subresource="binding",
-                what=what,
-                retry=retry,
-            )
-            return
-        # quoted as httpx would: the names come from the request, unchecked
-        path = PODS.path(
-            quote(args.PodName, safe=""),
-            namespace=quote(args.PodNamespace, safe=""),
+
+async def _write(
+    cluster: _Cluster, args: BindingArgs, body: Mapping[str, object], what: str
+) -> None:
+    """POST the Binding: straight to the binder's connections, else through httpx."""
+    if cluster.write is None:
+        await create(
+            cluster.client,
+            PODS,
+            body,
+            namespace=args.PodNamespace,
+            name=args.PodName,
             subresource="binding",
+            what=what,
+            retry=cluster.retry,
         )
-        send = partial(write.send, b"POST", path.encode(), encode(body), JSON_TYPE, what)
-        await retried(send, method="POST", what=what, retry=retry)
-
-
-JSON_TYPE = JSON["Content-Type"]
+        return
+    # quoted as httpx would: the names come from the request, unchecked
+    path = PODS.path(
+        quote(args.PodName, safe=""),
+        namespace=quote(args.PodNamespace, safe=""),
+        subresource="binding",
+    )
+    send = partial(cluster.write.send, b"POST", path.encode(), encode(body), JSON_TYPE, what)
+    await retried(send, method="POST", what=what, retry=cluster.retry)

@@ -7,10 +7,12 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 
 from extender.scheduling.binding import BINDS_AT_ONCE, Binder
 from extender.scheduling.wire import BindingArgs
+from shared.kube.config import KubeEndpoint
 from shared.kube.retrying import RetryPolicy
 from tests.raw_server import OK, Received, Started
 
@@ -122,3 +124,28 @@ async def test_after_detach_a_binding_is_refused_unsent(serve: Serve) -> None:
         result = await binder.bind(args())
     assert result.Error == "loadsched extender has no cluster to bind in"
     assert started.server.received == []
+
+
+async def test_a_binding_waiting_its_turn_when_the_service_stops_ends_where_it_started() -> None:
+    """Detached while BINDS_AT_ONCE bindings are under way and one more waits its turn: each
+    is written to the cluster it started on (through httpx: a fake transport)."""
+    release = asyncio.Event()
+    seen: list[str] = []
+
+    async def api(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        await release.wait()
+        return httpx.Response(201, json={"kind": "Status", "status": "Success"})
+
+    binder = Binder(None)
+    endpoint = KubeEndpoint(host="https://api.test")
+    async with endpoint.client(transport=httpx.MockTransport(api)) as client:
+        binder.attach(client, RetryPolicy(attempts=1))
+        binds = [asyncio.create_task(binder.bind(args(f"p{i}"))) for i in range(BINDS_AT_ONCE + 1)]
+        await asyncio.sleep(0.05)
+        assert len(seen) == BINDS_AT_ONCE  # one waits its turn
+        binder.detach()
+        release.set()
+        results = await asyncio.gather(*binds)
+    assert [r.Error for r in results] == [""] * (BINDS_AT_ONCE + 1)
+    assert len(seen) == BINDS_AT_ONCE + 1
