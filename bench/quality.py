@@ -4,7 +4,8 @@ control plane, measured from the nodes' true usage rather than the lagging metri
 Strategies (bench/quality_strategies.py): the plain kube-scheduler; crane's model (loadsched,
 hot value, no estimation); loadsched with estimation; Trimaran's TargetLoadPacking and
 LoadVariationRiskBalancing (loadsched's extender with ``spec.scoring``); on request,
-estimation-wait, estimation-keep (pods gone not subtracted) and estimation-minmax. Each starts
+estimation-wait, estimation-keep (pods gone not subtracted), estimation-minmax and
+estimation-alone (no hot value, scores spread: Koordinator's model). Each starts
 from the same cluster: no bench pods, the exporter at every node's background load, the
 1-minute metrics settled back to it, a fresh annotator, the extender started with the strategy's
 policy and a kube-scheduler with it (or without any extender, for plain).

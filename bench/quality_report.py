@@ -23,6 +23,7 @@ COLORS = {
     "estimation-minmax": "#16a085",
     "estimation-wait": "#2ecc71",
     "estimation-keep": "#1e8449",
+    "estimation-alone": "#0b5345",
     "tlp": "#2980b9",
     "lvrb": "#8e44ad",
 }

@@ -174,6 +174,16 @@ STRATEGIES = (
         HOT_VALUE,
     ),
     Strategy(
+        "estimation-alone",
+        "loadsched: estimation, no hot value, scores spread over 0..10",
+        {
+            "predicate": PREDICATES,
+            "priority": PRIORITIES,
+            "estimation": KOORDINATOR,
+            "scoring": {"normalize": "minMax"},
+        },
+    ),
+    Strategy(
         "tlp",
         "Trimaran TargetLoadPacking (40 %)",
         {
@@ -202,4 +212,4 @@ STRATEGIES = (
 BY_KEY = {s.key: s for s in STRATEGIES}
 DEFAULT = ("plain", "hot-only", "estimation", "tlp", "lvrb")
 """What a run compares unless told otherwise: the issue's five (``estimation-wait``,
-``estimation-keep`` and ``estimation-minmax`` on request)."""
+``estimation-keep``, ``estimation-minmax`` and ``estimation-alone`` on request)."""

@@ -102,6 +102,13 @@ def test_every_strategy_the_issue_names_is_there() -> None:
         "spec"
     ]
     assert BY_KEY["estimation-minmax"].cannot_run() is None
+    alone = BY_KEY["estimation-alone"]
+    assert "hotValue" not in alone.policy()["spec"] and alone.hot_value == []
+    assert alone.annotator_policy()["spec"]["hotValue"] == []
+    assert {k: v for k, v in alone.policy()["spec"].items() if k != "hotValue"} == {
+        k: v for k, v in spread.items() if k != "hotValue"
+    }
+    assert alone.cannot_run() is None
 
 
 def test_rounds_are_judged_by_each_strategys_median() -> None:
