@@ -19,13 +19,16 @@ p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.
 sample in out/quality.json.
 
     .venv/bin/python bench/quality.py [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
-    .venv/bin/python bench/quality.py --from out/quality.json [--seed 7] [--quick]
+    .venv/bin/python bench/quality.py --from out/quality.json [--from other/quality.json ...]
+        [--seed 7] [--quick]
 
 Each round's table is followed by what the extender's filter did for want of room, per strategy
 it served (answers that placed a pod no node had room for; node refusals for want of room). A
 missed target is followed by what the recording shows behind it (the nodes that carried the
 overload, or the pods slower than the latency bound, each round). ``--from`` prints a saved
-run's report again without running anything.
+run's report again without running anything; given several saved runs (of the same traces:
+the same ``--seed`` and ``--quick``), it pools their rounds and judges the targets on each
+strategy's median over all of them, a verdict less at the mercy of one run's spread.
 """
 
 from __future__ import annotations
@@ -141,21 +144,24 @@ def main() -> int:
         "--from",
         dest="saved",
         type=Path,
+        action="append",
         help="print the report of a run saved in this quality.json again, running nothing "
-        "(give the run's --seed and --quick)",
+        "(give the run's --seed and --quick); repeated, the runs' rounds are pooled",
     )
     options = parser.parse_args()
     started = time.monotonic()
     shape = QUICK if options.quick else FULL
     out = Path(options.out)
-    if options.saved is not None:
-        try:
-            saved = json.loads(options.saved.read_text())
-            rounds = [[replayed(record) for record in outcomes] for outcomes in saved]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            parser.error(f"--from: {options.saved} is not a saved run: {e!r}")
-        seeds = [options.seed + r for r in range(len(rounds))]
-        traces = [make_trace(shape, seed=seed) for seed in seeds]
+    if options.saved:
+        rounds, traces = [], []
+        for path in options.saved:
+            try:
+                saved = json.loads(path.read_text())
+                run = [[replayed(record) for record in outcomes] for outcomes in saved]
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                parser.error(f"--from: {path} is not a saved run: {e!r}")
+            rounds += run
+            traces += [make_trace(shape, seed=options.seed + r) for r in range(len(run))]
         return report(rounds, traces, shape, out, started, save=False)
     seeds = [options.seed + r for r in range(options.rounds)]
     traces = [make_trace(shape, seed=seed) for seed in seeds]
@@ -207,7 +213,8 @@ def report(
     out/quality.html, .json and .png. 0 when every target is met."""
     seeds = [t.seed for t in traces]
     print("quality: the same trace through each strategy, measured from true node usage")
-    lines = [trace_note(shape, t.seed, len(t.arrivals), t.bursts) for t in traces]
+    once = {t.seed: t for t in traces}.values()  # pooled runs play the same traces
+    lines = [trace_note(shape, t.seed, len(t.arrivals), t.bursts) for t in once]
     lines += setting_notes()
     for line in lines:
         print(f"  {line}")

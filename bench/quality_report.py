@@ -105,11 +105,12 @@ def median_figures(rounds: Sequence[Sequence[Outcome]]) -> dict[str, Figures]:
 
 def render_medians(rounds: Sequence[Sequence[Outcome]]) -> str:
     medians = median_figures(rounds)
-    lines = [f"{'strategy':<14}{'overload node-s':>17}{'lat p99 s':>11}   per round"]
+    wide = max([14, *(len(key) + 1 for key in medians)])
+    lines = [f"{'strategy':<{wide}}{'overload node-s':>17}{'lat p99 s':>11}   per round"]
     for key, median in medians.items():
         each = [figures(outcomes).get(key) for outcomes in rounds]
         shown = ", ".join(f"{f.overload:.0f}/{f.latency_p99:.2f}" for f in each if f is not None)
-        lines.append(f"{key:<14}{median.overload:17.0f}{median.latency_p99:11.2f}   {shown}")
+        lines.append(f"{key:<{wide}}{median.overload:17.0f}{median.latency_p99:11.2f}   {shown}")
     return "\n".join(lines)
 
 

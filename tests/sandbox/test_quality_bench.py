@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from prometheus_client import generate_latest
@@ -283,3 +284,38 @@ def test_estimation_keep_differs_from_estimation_only_by_not_subtracting_departe
     assert {k: v for k, v in keep["estimation"].items() if k != "subtractDeparted"} == (
         estimation["estimation"]
     )
+
+
+def test_saved_runs_given_together_are_judged_on_their_pooled_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One saved run of one round misses the hot-only target (estimation 3 s over against 4);
+    with a second run of two rounds (1 s each) the pooled median is 1 s: met."""
+    from bench import quality
+
+    def saved(name: str, overs: list[int]) -> str:
+        rounds = [
+            [
+                recorded(run("plain", [0.9] * 10 + [0.1] * 10, [0.5, 1.0])),
+                recorded(run("hot-only", [0.9] * 4 + [0.1] * 16, [0.5, 1.0])),
+                recorded(run("estimation", [0.9] * over + [0.1] * (20 - over), [0.5, 1.0])),
+            ]
+            for over in overs
+        ]
+        path = tmp_path / name
+        path.write_text(json.dumps(rounds))
+        return str(path)
+
+    first, second = saved("a.json", [3]), saved("b.json", [1, 1])
+    monkeypatch.setattr("sys.argv", ["quality.py", "--from", first, "--out", str(tmp_path)])
+    assert quality.main() == 1
+    alone = capsys.readouterr().out
+    assert "estimation overload node-s ≤ 0.5 × hot-only: MISSED (ratio 0.75; 3 / 4)" in alone
+    argv = ["quality.py", "--from", first, "--from", second, "--out", str(tmp_path)]
+    monkeypatch.setattr("sys.argv", argv)
+    assert quality.main() == 0
+    pooled = capsys.readouterr().out
+    assert "targets (burst trace, medians of 3 rounds):" in pooled
+    assert "estimation overload node-s ≤ 0.5 × hot-only: met (ratio 0.25; 1 / 4)" in pooled
+    assert pooled.count("trace: seed 8,") == 1  # each trace described once
+    assert "3/1.00, 1/1.00, 1/1.00" in pooled  # estimation's rounds, in the order given
