@@ -441,6 +441,7 @@ def create_app(
             requeue=tracker,
             defer=lambda call: asyncio.get_running_loop().call_soon(call),
             wording=wording,
+            rejections=settings.filter_rejections,
         ),
         node_cache=node_cache,
     )

@@ -76,6 +76,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="per-node (default: crane's message, naming the node and its value) or "
         "per-reason (one phrase per reason, which kube-scheduler counts across nodes)",
     )
+    parser.add_argument(
+        "--filter-rejections",
+        help="when-none-pass (default: refused nodes listed only in an answer that passes "
+        "none, the only one kube-scheduler reads them from) or always",
+    )
     parser.add_argument("--job-templates", help="job templates file; enables /v1/jobs")
     parser.add_argument(
         "--dispatch-auth", help="tokenreview (default), static or none: who may use /v1/jobs"

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from extender.dispatch.authorizing import AuthMode
+from extender.scheduling.wire import RejectionListing
 from shared.kube.settings import KubeClientSettings
 from shared.load_model import MessageStyle
 from shared.logs import LogFormat
@@ -55,6 +56,18 @@ class ExtenderSettings(KubeClientSettings):
     many nodes gave it, in an unschedulable pod's PodScheduled condition and FailedScheduling
     event (cut at 1,024 characters): per node, a list of every node; per reason, a count per
     reason. Explain and the extender's log keep the node's values either way."""
+    filter_rejections: RejectionListing = "when-none-pass"
+    """Which filter answers list the nodes refused, each with its message:
+    ``when-none-pass`` (the default), only an answer that passes no node; ``always``, every
+    answer. kube-scheduler reads the refusals only when no node is left for the pod (they make
+    its FailedScheduling event and PodScheduled condition, and tell preemption which nodes it
+    cannot help); an answer that passes nodes has its refusals dropped unread, after
+    kube-scheduler decodes them: at 5,000 nodes most of the JSON of each filter call, for it and
+    for the extender. A node left out of an answer is refused all the same, and as
+    unresolvable, as a load refusal is. ``always`` is for a chain where another extender
+    follows this one: if that one refuses every node this one passed, the pod's event then
+    says why this one refused the others. Explain, the metrics and the log count every
+    refusal either way."""
     job_templates: Path | None = None
     """Job templates file (YAML); enables the job-dispatch API /v1/jobs. Needs a cluster."""
     dispatch_auth: AuthMode = "tokenreview"

@@ -45,6 +45,7 @@ from extender.scheduling.wire import (
     PodInfo,
     PreemptionArgs,
     PreemptionResult,
+    RejectionListing,
     node_names,
 )
 from shared.errors import LoadschedError
@@ -285,6 +286,7 @@ class LoadAwareExtender:
         requeue: RequeueTracker | None = None,
         defer: Callable[[Callable[[], None]], object] | None = None,
         wording: Wording = PER_NODE,
+        rejections: RejectionListing = "when-none-pass",
     ) -> None:
         self._defer = defer or _now
         """Runs work a request's answer does not wait for: at once by default; the served app
@@ -294,6 +296,8 @@ class LoadAwareExtender:
         self._rules = rules
         self._wording = wording
         """How refusals are worded; a node cache words its nodes' own the same way."""
+        self._list_always = rejections == "always"
+        """Every filter answer lists the nodes refused, not only one that passes none."""
         self._requeue = requeue
         self._clock = clock
         self._metrics = metrics
@@ -363,7 +367,7 @@ class LoadAwareExtender:
             if not items and (placed := tally.place_anyway()):
                 items = [raw for name, _, raw in rows if name in placed]
             answer = FilterResult(
-                Nodes=NodeList(items=items), FailedAndUnresolvableNodes=tally.rejected
+                Nodes=NodeList(items=items), FailedAndUnresolvableNodes=tally.listed(bool(items))
             )
             passes = bool(items)
         tally.report(self._metrics)
@@ -426,6 +430,7 @@ class LoadAwareExtender:
             need=need,
             place=rules.places_without_room,
             wording=self._wording,
+            list_always=self._list_always,
         )
 
     def _filter_names(
@@ -628,6 +633,7 @@ class _Tally:
         "check",
         "facts",
         "fail_closed",
+        "list_always",
         "need",
         "place",
         "placed_without_room",
@@ -647,9 +653,12 @@ class _Tally:
         need: Need | None = None,
         place: bool = False,
         wording: Wording = PER_NODE,
+        list_always: bool = False,
     ) -> None:
         self.fail_closed = fail_closed
         self.wording = wording
+        self.list_always = list_always
+        """The answer lists the nodes refused even when it passes some (:meth:`listed`)."""
         self.check = check
         self.need = need
         """The pod's estimate (estimation): a node without room for it refuses it."""
@@ -813,6 +822,13 @@ class _Tally:
         tally.facts = _Facts(standing, unknowns)
         return tally, list(compress(names, map(not_, standing))) if rejected else names
 
+    def listed(self, passes: bool) -> dict[str, str]:
+        """The refusals the answer lists: all of them when it passes no node, the only answer
+        kube-scheduler reads them from (``--filter-rejections``); else none, unless
+        :attr:`list_always`. A node left out of an answer that passes others is refused all
+        the same, and as unresolvable, as every load refusal is."""
+        return self.rejected if self.list_always or not passes else {}
+
     def place_anyway(self) -> dict[str, tuple[str, str]]:
         """With ``place``, once no node passed: the nodes that refused only for want of room
         for the pod (:attr:`tight`), their refusals forgotten; they pass it."""
@@ -863,7 +879,7 @@ def _patch_filter(
 
 def _answered(tally: _Tally, passing: list[str]) -> _Filtered:
     """The names-only filter answer that passes ``passing`` and rejects as ``tally`` says."""
-    result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.rejected)
+    result = FilterResult(NodeNames=passing, FailedAndUnresolvableNodes=tally.listed(bool(passing)))
     return _Filtered(msgspec.Raw(ENCODER.encode(result)), tally, bool(passing), passing)
 
 

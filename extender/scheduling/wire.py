@@ -8,6 +8,8 @@ parsed only as far as a decision needs: node items stay raw bytes (``msgspec.Raw
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from shared.errors import LoadschedError
@@ -64,6 +66,10 @@ def node_names(raw: msgspec.Raw) -> list[str]:
         if "- at `$" not in detail:
             detail += " - at `$.NodeNames`"
         raise InvalidNodeNames(detail) from e
+
+
+RejectionListing = Literal["when-none-pass", "always"]
+"""Which filter answers list the nodes refused (``--filter-rejections``)."""
 
 
 class FilterResult(msgspec.Struct, gc=False):

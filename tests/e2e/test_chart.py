@@ -46,15 +46,24 @@ def test_lint_defaults_and_every_feature() -> None:
         chart.lint({"extender": {"replicas": 0}})
     with pytest.raises(RuntimeError, match="filterMessages"):
         chart.lint({"extender": {"filterMessages": "short"}})
+    with pytest.raises(RuntimeError, match="filterRejections"):
+        chart.lint({"extender": {"filterRejections": "some"}})
 
 
-@pytest.mark.parametrize("style", ["per-node", "per-reason"])
-def test_the_extenders_args_are_its_own_flags(style: str) -> None:
+@pytest.mark.parametrize(
+    ("style", "listing"), [("per-node", "when-none-pass"), ("per-reason", "always")]
+)
+def test_the_extenders_args_are_its_own_flags(style: str, listing: str) -> None:
     """Every flag the chart passes is one the extender knows (an unknown one exits 2)."""
-    values = {} if style == "per-node" else {"extender": {"filterMessages": style}}
+    values = (
+        {}
+        if style == "per-node"
+        else {"extender": {"filterMessages": style, "filterRejections": listing}}
+    )
     rendered = by_kind_and_name(chart.render(values))
     args = container(rendered[("Deployment", "loadsched-extender")])["args"]
-    assert parse_args(args).filter_messages == style
+    parsed = parse_args(args)
+    assert (parsed.filter_messages, parsed.filter_rejections) == (style, listing)
 
 
 def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:

@@ -231,10 +231,17 @@ def test_explain_agrees_with_filter_and_prioritize(setup: dict[str, Any]) -> Non
     args["NodeNames"] = names
     filtered = httpx.post(f"{url}/filter", json=args).json()
     scores = {h["Host"]: h["Score"] for h in httpx.post(f"{url}/prioritize", json=args).json()}
+    # an answer that passes nodes lists no refusal; one about the others alone lists them all
+    assert filtered["FailedAndUnresolvableNodes"] == {}
+    left_out = [name for name in names if name not in filtered["NodeNames"]]
+    refused = httpx.post(f"{url}/filter", json=args | {"NodeNames": left_out}).json()
+    assert refused["NodeNames"] == [] and set(refused["FailedAndUnresolvableNodes"]) == set(
+        left_out
+    )
     for name in names:
         row = explained[name]
         assert row["passed"] == (name in filtered["NodeNames"]), name
-        assert row["reason"] == filtered["FailedAndUnresolvableNodes"].get(name)
+        assert row["reason"] == refused["FailedAndUnresolvableNodes"].get(name)
         assert row["score"]["final"] == scores[name], name
     for name in OVERLOADED:
         decided = [m["metric"] for m in explained[name]["metrics"] if m["decided"]]

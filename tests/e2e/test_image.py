@@ -129,10 +129,13 @@ def test_the_extender_runs_read_only_unprivileged_and_filters(
     }
     answer = post_json(f"{url}/filter", {**body, "NodeNames": None})
     assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == ["n1"]
+    assert answer["FailedAndUnresolvableNodes"] == {}  # listed only when no node passes
+    assert answer["Error"] == ""
+    answer = post_json(f"{url}/filter", {**body, "Nodes": {"items": nodes[1:]}, "NodeNames": None})
+    assert answer["Nodes"]["items"] == []
     assert answer["FailedAndUnresolvableNodes"] == {
         "n2": "Load[cpu_usage_avg_5m]=0.81200 of node[n2] is above 0.65"
     }
-    assert answer["Error"] == ""
 
 
 def test_the_healthcheck_passes_inside_the_container(

@@ -60,6 +60,13 @@ async def client(make_client: ClientFactory) -> httpx.AsyncClient:
     return await make_client()
 
 
+@pytest.fixture
+async def listing_client(make_client: ClientFactory) -> httpx.AsyncClient:
+    """An extender whose every filter answer lists the nodes refused (``always``), for tests
+    of which nodes a decision refuses and why."""
+    return await make_client(filter_rejections="always")
+
+
 def counted(decide: LoadAwareExtender) -> dict[str, float]:
     """The extender's filter counters, by labels: nodes filtered, unknown values, uncached."""
     out = {}

@@ -108,7 +108,7 @@ async def app_and_cache(
 ) -> AsyncIterator[tuple[httpx.AsyncClient, NodeLoadCache]]:
     """The extender app with a node cache that the test feeds itself (no watch runs)."""
     app = create_app(
-        ExtenderSettings(),
+        ExtenderSettings(filter_rejections="always"),  # every answer says why of each node
         policy=policy,
         endpoint=KubeEndpoint(host="https://api.test"),
         clock=lambda: NOW,

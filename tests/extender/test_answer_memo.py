@@ -44,7 +44,11 @@ def extender(rules: LoadRules, nodes: list[Node]) -> tuple[LoadAwareExtender, No
     cache.replace(nodes)
     clock = Clock()
     decide = LoadAwareExtender(
-        rules=rules, clock=clock, metrics=ExtenderMetrics(), node_cache=cache
+        rules=rules,
+        clock=clock,
+        metrics=ExtenderMetrics(),
+        node_cache=cache,
+        rejections="always",
     )
     return decide, cache, clock
 

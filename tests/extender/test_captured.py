@@ -58,10 +58,10 @@ def test_captured_bodies_have_the_documented_shape() -> None:
 
 
 async def test_filter_full_returns_passing_nodes_unchanged(
-    client: httpx.AsyncClient, rules: LoadRules
+    listing_client: httpx.AsyncClient, rules: LoadRules
 ) -> None:
     body = with_loads(captured("filter-full"), rules, hot_node="node-3")
-    result = await post(client, "filter", body)
+    result = await post(listing_client, "filter", body)
     assert result["NodeNames"] is None
     assert list(result["FailedAndUnresolvableNodes"]) == ["node-3"]
     assert result["Nodes"]["items"] == [

@@ -24,6 +24,11 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ("LOADSCHED_LOG_FORMAT", "xml", "--log-format / LOADSCHED_LOG_FORMAT"),
         ("LOADSCHED_LOG_LEVEL", "loud", "--log-level / LOADSCHED_LOG_LEVEL"),
         ("LOADSCHED_FILTER_MESSAGES", "short", "--filter-messages / LOADSCHED_FILTER_MESSAGES"),
+        (
+            "LOADSCHED_FILTER_REJECTIONS",
+            "some",
+            "--filter-rejections / LOADSCHED_FILTER_REJECTIONS",
+        ),
     ],
 )
 def test_bad_settings_name_the_flag_and_variable(

@@ -253,7 +253,9 @@ async def test_names_only_filter_counts_pods_bound_since_the_sample(
 ) -> None:
     nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2)]
     client = await make_client(
-        fake=cluster(nodes, BURST), the_policy=the_policy(estimation={"enabled": enabled})
+        filter_rejections="always",
+        fake=cluster(nodes, BURST),
+        the_policy=the_policy(estimation={"enabled": enabled}),
     )
     await ready(client)
     result = await post(client, "filter", payloads.names_args(["n1", "n2"]))
@@ -273,7 +275,9 @@ async def test_names_only_filter_counts_pods_bound_since_the_sample(
 async def test_full_node_mode_counts_them_too(make_client: ClientFactory) -> None:
     nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2)]
     client = await make_client(
-        fake=cluster(nodes, BURST), the_policy=the_policy(estimation={"enabled": True})
+        filter_rejections="always",
+        fake=cluster(nodes, BURST),
+        the_policy=the_policy(estimation={"enabled": True}),
     )
     await ready(client)
     result = await post(client, "filter", payloads.full_args(nodes))
@@ -313,7 +317,9 @@ async def test_a_node_without_room_for_the_pod_refuses_it(
     nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2)]
     estimation = {"enabled": True, "basis": "limit", "whenNoNodeHasRoom": when}
     client = await make_client(
-        fake=cluster(nodes, BURST[:2]), the_policy=the_policy(estimation=estimation)
+        filter_rejections="always",
+        fake=cluster(nodes, BURST[:2]),
+        the_policy=the_policy(estimation=estimation),
     )
     await ready(client)
 
@@ -356,7 +362,9 @@ async def test_placed_without_room_only_where_the_node_is_under_its_limit_alone(
     (2.55 estimated) fits none: it goes to n2 or n3, never n1, and asking again keeps it so."""
     nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2), node("n3", 0.50, 3)]
     client = await make_client(
-        fake=cluster(nodes, BURST), the_policy=the_policy(estimation={"enabled": True})
+        filter_rejections="always",
+        fake=cluster(nodes, BURST),
+        the_policy=the_policy(estimation={"enabled": True}),
     )
     await ready(client)
     for _ in range(2):  # the second answer is the kept one, in names-only mode
@@ -389,6 +397,7 @@ async def test_a_node_the_cache_lacks_counts_as_its_stale_data_rule_says(
     the pod without room."""
     nodes = [node("n1", 0.40, 1), node("n2", 0.50, 2)]
     client = await make_client(
+        filter_rejections="always",
         fake=cluster(nodes, []),
         the_policy=the_policy(estimation={"enabled": True}, staleData=stale),
     )
@@ -415,7 +424,11 @@ def explainer(estimation: dict[str, Any], *loads: float) -> Explainer:
         [decode_node(payloads.encode(node(f"n{i}", u, i))) for i, u in enumerate(usage, 1)]
     )
     decide = LoadAwareExtender(
-        rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
+        rules=rules,
+        clock=lambda: NOW,
+        metrics=ExtenderMetrics(),
+        node_cache=cache,
+        rejections="always",
     )
     return Explainer(decide, clock=lambda: NOW)
 
@@ -562,7 +575,9 @@ async def test_the_bind_verb_counts_a_pod_before_the_watch_shows_it(
     three bound there, a fourth would take it to 0.725, above 0.65, though no pod watch event
     has come."""
     fake = BindingCluster([node("n1", 0.30, 1), node("n2", 0.40, 2)])
-    client = await make_client(fake=fake, the_policy=the_policy(estimation={"enabled": True}))
+    client = await make_client(
+        filter_rejections="always", fake=fake, the_policy=the_policy(estimation={"enabled": True})
+    )
     await ready(client)
     for i in range(3):
         args = payloads.names_args(["n1", "n2"], asked(f"p{i}"))
@@ -627,7 +642,11 @@ def names_extender(
     cache = NodeLoadCache(rules)
     cache.replace([decode_node(payloads.encode(n)) for n in nodes.values()])
     decide = LoadAwareExtender(
-        rules=rules, clock=lambda: NOW, metrics=ExtenderMetrics(), node_cache=cache
+        rules=rules,
+        clock=lambda: NOW,
+        metrics=ExtenderMetrics(),
+        node_cache=cache,
+        rejections="always",
     )
     return decide, cache
 

@@ -76,7 +76,7 @@ class ReviewingAPI(FakeCluster):
 async def serving() -> AsyncIterator[httpx.AsyncClient]:
     api = ReviewingAPI()
     app = create_app(
-        ExtenderSettings(dispatch_auth="tokenreview"),
+        ExtenderSettings(dispatch_auth="tokenreview", filter_rejections="always"),
         endpoint=KubeEndpoint(host="https://api.test"),
         transport=api.transport(),
         clock=lambda: NOW,

@@ -76,7 +76,10 @@ async def test_per_reason_words_each_reason_once(make_client: ClientFactory, mod
     nodes = loads()
     fake = FakeCollection(lists=[(5, nodes)])
     client = await make_client(
-        fake=fake if mode == "names" else None, the_policy=POLICY, filter_messages="per-reason"
+        filter_rejections="always",
+        fake=fake if mode == "names" else None,
+        the_policy=POLICY,
+        filter_messages="per-reason",
     )
     if mode == "names":
         await ready(client)
@@ -97,7 +100,7 @@ async def test_per_reason_words_each_reason_once(make_client: ClientFactory, mod
 
 
 async def test_per_node_is_cranes_message(make_client: ClientFactory) -> None:
-    client = await make_client(the_policy=POLICY)
+    client = await make_client(filter_rejections="always", the_policy=POLICY)
     result = await post(client, "filter", payloads.full_args(loads()))
     refused = result["FailedAndUnresolvableNodes"]
     assert refused["n1"] == "Load[cpu_usage_avg_5m]=0.81000 of node[n1] is above 0.65"
@@ -111,6 +114,7 @@ async def test_per_reason_with_estimation(make_client: ClientFactory, mode: str)
     0.65 by estimate; then n1 and n2 without room for a pod of 3 cores."""
     nodes = [node("n1", 0.30, 1), node("n2", 0.40, 2)]
     client = await make_client(
+        filter_rejections="always",
         fake=cluster(nodes, BURST),
         the_policy=the_policy(estimation={"enabled": True, "whenNoNodeHasRoom": "wait"}),
         filter_messages="per-reason",

@@ -43,9 +43,9 @@ async def post(client: httpx.AsyncClient, verb: str, body: dict[str, Any]) -> An
     return response.json()
 
 
-async def test_filter_full_nodes(client: httpx.AsyncClient, rules: LoadRules) -> None:
+async def test_filter_full_nodes(listing_client: httpx.AsyncClient, rules: LoadRules) -> None:
     nodes = three_nodes(rules)
-    result = await post(client, "filter", payloads.full_args(nodes))
+    result = await post(listing_client, "filter", payloads.full_args(nodes))
     assert set(result) == {
         "Nodes",
         "NodeNames",
@@ -125,7 +125,7 @@ async def test_fail_closed_rejects_unknown(make_client: ClientFactory, rules: Lo
             }
         }
     )
-    client = await make_client(the_policy=closed)
+    client = await make_client(the_policy=closed, filter_rejections="always")
     stale = encode_metric(0.1, NOW - timedelta(minutes=9))
     body = payloads.full_args(
         [
@@ -168,7 +168,7 @@ async def test_names_only_from_the_watch_cache(
             )
         ]
     )
-    client = await make_client(fake=fake)
+    client = await make_client(fake=fake, filter_rejections="always")
     await wait_ready(client)
     result = await post(client, "filter", payloads.names_args(["n3", "n2", "n1", "new-node"]))
     assert result["Nodes"] is None

@@ -78,7 +78,9 @@ def ask(decide: LoadAwareExtender, verb: str, names: list[str], daemonset: bool)
 def extender(rules: LoadRules, clock: Clock) -> tuple[LoadAwareExtender, NodeLoadCache]:
     cache = NodeLoadCache(rules)
     metrics = ExtenderMetrics()
-    return LoadAwareExtender(rules=rules, clock=clock, metrics=metrics, node_cache=cache), cache
+    return LoadAwareExtender(
+        rules=rules, clock=clock, metrics=metrics, node_cache=cache, rejections="always"
+    ), cache
 
 
 @given(
