@@ -21,10 +21,13 @@ the scheduler is started, and a watch times the bindings: pods/s = (pods - 1) / 
 first binding); then the scheduler is stopped and the pods deleted. Rounds run plain, minimal,
 loadsched in turn, in that order in even rounds and the reverse in odd ones (so run an even
 number of rounds); ratios are taken within a round, and the median over rounds is reported.
-CPU per pod comes from each process's user + system time over its batch.
+CPU per pod comes from each process's user + system time over its batch. ``--variant-arg``
+starts a second loadsched extender with those flags besides and runs it as a fourth kind in
+every round, so two settings are compared in one run (their ratio is printed too).
 
     .venv/bin/python bench/scheduling.py [--nodes 1000] [--pods 2000] [--rounds 2] [--warmup 300]
-        [--percentages 0,50] [--churn NODES_PER_S]
+        [--percentages 0,50] [--churn NODES_PER_S] [--extender-arg=FLAG ...]
+        [--variant-arg=FLAG ...]
 """
 
 from __future__ import annotations
@@ -65,6 +68,16 @@ TARGET_OF_MINIMAL = 0.95
 ANNOTATOR_PERIOD = 180.0
 """crane's annotator period for the 5-minute metrics: every node patched once per period."""
 KINDS = ("plain", "minimal", "loadsched")
+VARIANT = "variant"
+"""The kind with loadsched's extender started with ``--variant-arg`` flags besides, when asked."""
+PROCESS = {"minimal": "minimal-extender", "loadsched": "extender", VARIANT: "extender-variant"}
+"""The supervisor's name of each kind's extender process."""
+TITLES = {
+    "plain": "plain kube-scheduler",
+    "minimal": "+ minimal extender",
+    "loadsched": "+ loadsched extender",
+    VARIANT: "+ loadsched, variant",
+}
 PROCESSES = ("kube-scheduler", "kube-apiserver", "etcd", "kube-controller-manager", "extender")
 
 
@@ -230,8 +243,12 @@ class Bench:
     batches: list[Batch] = field(default_factory=list)
 
     @property
-    def loadsched_url(self) -> str:
-        spec = self.extenders["loadsched"]
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds each round runs: :data:`KINDS`, then the variant when there is one."""
+        return tuple(self.extenders)
+
+    def url(self, kind: str) -> str:
+        spec = self.extenders[kind]
         assert spec is not None
         return spec.url
 
@@ -262,8 +279,9 @@ class Bench:
         clock = BindingClock(count)
         if not watch_bindings(box, label, clock).wait(60):
             raise SystemExit(f"{label}: the watch did not list the batch's pods")
-        process = {"minimal": "minimal-extender", "loadsched": "extender"}.get(kind)
-        counted = extender_counts(self.loadsched_url) if kind == "loadsched" else {}
+        process = PROCESS.get(kind)
+        ours = kind in ("loadsched", VARIANT)
+        counted = extender_counts(self.url(kind)) if ours else {}
         before = self.cpu_seconds(label, process)
         window = time.monotonic()
         box.start_scheduler(
@@ -276,8 +294,8 @@ class Bench:
             raise SystemExit(f"{label}: only {len(clock.bound)} of {count} pods bound")
         after = self.cpu_seconds(label, process)
         window = time.monotonic() - window
-        if kind == "loadsched":
-            now_counted = extender_counts(self.loadsched_url)
+        if ours:
+            now_counted = extender_counts(self.url(kind))
             counted = {k: now_counted[k] - counted[k] for k in now_counted}
         box.stop_scheduler(label)
         box.delete_pods(f"batch={label}")
@@ -319,17 +337,16 @@ def report(
     bench: Bench, rounds: int, nodes_count: int, percentage: int, churn: AnnotationChurn
 ) -> bool:
     """Print the results of one ``percentageOfNodesToScore``; True when the targets are met."""
+    kinds = bench.kinds
     batches = [b for b in bench.batches if b.percentage == percentage]
-    by_kind = {kind: [b for b in batches if b.kind == kind] for kind in KINDS}
+    by_kind = {kind: [b for b in batches if b.kind == kind] for kind in kinds}
     rates = {kind: [b.rate for b in batches] for kind, batches in by_kind.items()}
-    ratio: dict[str, float] = {}
-    for kind in ("minimal", "loadsched"):
-        ratio[kind] = statistics.median(
-            r / p for r, p in zip(rates[kind], rates["plain"], strict=True)
-        )
-    of_minimal = statistics.median(
-        r / m for r, m in zip(rates["loadsched"], rates["minimal"], strict=True)
-    )
+
+    def median_ratio(kind: str, to: str) -> float:
+        return statistics.median(r / o for r, o in zip(rates[kind], rates[to], strict=True))
+
+    ratio = {kind: median_ratio(kind, "plain") for kind in kinds if kind != "plain"}
+    of_minimal = median_ratio("loadsched", "minimal")
     pods = bench.pods
 
     def mean_ms(kind: str, name: str) -> float:
@@ -339,19 +356,15 @@ def report(
     achieved = churn.written / churn.seconds if churn.seconds else 0.0
     print(
         f"scheduling throughput: {nodes_count} nodes, {pods} pods per batch, {rounds} round(s) "
-        "(plain, minimal, loadsched, then the reverse), "
+        f"({', '.join(kinds)}, then the reverse), "
         f"names-only extenders, percentageOfNodesToScore {scored}, annotation churn "
         f"{achieved:.1f} nodes/s ({churn.failed} patches failed), cpus={os.cpu_count()}"
     )
     print(f"  {'':<28}{'pods/s (each round)':<26}{'ratio to plain (median)':>24}")
-    for kind, title in (
-        ("plain", "plain kube-scheduler"),
-        ("minimal", "+ minimal extender"),
-        ("loadsched", "+ loadsched extender"),
-    ):
+    for kind in kinds:
         cells = " ".join(f"{r:6.1f}" for r in rates[kind])
         shown = "" if kind == "plain" else f"{ratio[kind]:8.2f}"
-        print(f"  {title:<28}{cells:<26}{shown:>24}")
+        print(f"  {TITLES[kind]:<28}{cells:<26}{shown:>24}")
     met_plain = ratio["loadsched"] >= TARGET_RATIO
     met_minimal = of_minimal >= TARGET_OF_MINIMAL
     print(
@@ -359,35 +372,43 @@ def report(
         f"{'met' if met_minimal else 'MISSED'}); loadsched / plain {ratio['loadsched']:.2f} "
         f"(target ≥ {TARGET_RATIO}: {'met' if met_plain else 'MISSED'})"
     )
-    loadsched = by_kind["loadsched"]
-    spent = statistics.mean(b.extender_seconds for b in loadsched)
-    wall = statistics.mean(b.wall for b in loadsched)
-    print(
-        f"  loadsched's own time per pod {1000 * spent / pods:.2f} ms (filter + prioritize, "
-        f"its metrics): {100 * spent / wall:.1f} % of the batch's {wall:.1f} s; answers kept "
-        f"for the same nodes: filter "
-        f"{100 * statistics.mean(b.kept['filter'] for b in loadsched):.0f} %, prioritize "
-        f"{100 * statistics.mean(b.kept['prioritize'] for b in loadsched):.0f} %"
-    )
+    if VARIANT in kinds:
+        print(
+            f"  variant / minimal extender {median_ratio(VARIANT, 'minimal'):.2f}; "
+            f"variant / loadsched {median_ratio(VARIANT, 'loadsched'):.2f}"
+        )
+    for kind in kinds:
+        if kind not in ("loadsched", VARIANT):
+            continue
+        ours = by_kind[kind]
+        spent = statistics.mean(b.extender_seconds for b in ours)
+        wall = statistics.mean(b.wall for b in ours)
+        print(
+            f"  {kind}'s own time per pod {1000 * spent / pods:.2f} ms (filter + prioritize, "
+            f"its metrics): {100 * spent / wall:.1f} % of the batch's {wall:.1f} s; answers "
+            f"kept for the same nodes: filter "
+            f"{100 * statistics.mean(b.kept['filter'] for b in ours):.0f} %, prioritize "
+            f"{100 * statistics.mean(b.kept['prioritize'] for b in ours):.0f} %"
+        )
     print("  CPU per pod, ms (user + system over the batch; mean of rounds)")
-    print(f"    {'process':<26}" + "".join(f"{kind:>11}" for kind in KINDS))
+    print(f"    {'process':<26}" + "".join(f"{kind:>11}" for kind in kinds))
     for name in (*PROCESSES, "bench"):
         label = "bench's watch" if name == "bench" else name
-        print(f"    {label:<26}" + "".join(f"{mean_ms(kind, name):11.2f}" for kind in KINDS))
-    totals = [sum(mean_ms(kind, n) for n in (*PROCESSES, "bench")) for kind in KINDS]
+        print(f"    {label:<26}" + "".join(f"{mean_ms(kind, name):11.2f}" for kind in kinds))
+    totals = [sum(mean_ms(kind, n) for n in (*PROCESSES, "bench")) for kind in kinds]
     print(f"    {'total':<26}" + "".join(f"{t:11.2f}" for t in totals))
     busy = [
-        statistics.mean(sum(b.cpu.values()) / b.window for b in by_kind[kind]) for kind in KINDS
+        statistics.mean(sum(b.cpu.values()) / b.window for b in by_kind[kind]) for kind in kinds
     ]
     print(f"    {'cores busy (CPU / wall)':<26}" + "".join(f"{c:11.2f}" for c in busy))
     return met_plain and met_minimal
 
 
-def round_order(index: int) -> tuple[str, ...]:
-    """The kinds in the order round ``index`` runs them: as :data:`KINDS` in even rounds,
-    reversed in odd ones, so that a drift of the machine over a round (its other work, the
-    control plane's own housekeeping) favours each kind as often as it hinders it."""
-    return KINDS if index % 2 == 0 else KINDS[::-1]
+def round_order(index: int, kinds: tuple[str, ...] = KINDS) -> tuple[str, ...]:
+    """The kinds in the order round ``index`` runs them: as given in even rounds, reversed in
+    odd ones, so that a drift of the machine over a round (its other work, the control plane's
+    own housekeeping) favours each kind as often as it hinders it."""
+    return kinds if index % 2 == 0 else kinds[::-1]
 
 
 def percentages(text: str) -> list[int]:
@@ -424,6 +445,14 @@ def main() -> int:
         f"(default: every node once per {ANNOTATOR_PERIOD:g} s; 0: none)",
     )
     add_extender_args(parser)
+    parser.add_argument(
+        "--variant-arg",
+        action="append",
+        default=[],
+        help="a flag for a second loadsched extender run as a fourth kind in every round "
+        "(repeatable), e.g. --variant-arg=--filter-rejections=always: both settings measured "
+        "side by side in one run",
+    )
     options = parser.parse_args()
     if options.churn is not None and options.churn < 0:
         parser.error("--churn must be 0 or more")
@@ -434,23 +463,29 @@ def main() -> int:
         box.create_nodes(specs, workers=16)
         loadsched_url = box.start_extender(args=["--log-level", "warning", *options.extender_arg])
         minimal_url = start_minimal_extender(box)
-        bench = Bench(
-            box,
-            options.pods,
-            {
-                "plain": None,
-                "minimal": ExtenderSpec(minimal_url, preempt=False),
-                "loadsched": ExtenderSpec(loadsched_url),
-            },
-        )
+        extenders: dict[str, ExtenderSpec | None] = {
+            "plain": None,
+            "minimal": ExtenderSpec(minimal_url, preempt=False),
+            "loadsched": ExtenderSpec(loadsched_url),
+        }
+        if options.variant_arg:
+            variant_args = [*options.extender_arg, *options.variant_arg]
+            extenders[VARIANT] = ExtenderSpec(
+                box.start_extender(
+                    args=["--log-level", "warning", *variant_args], name=PROCESS[VARIANT]
+                )
+            )
+        bench = Bench(box, options.pods, extenders)
         with AnnotationChurn(box, specs, rate) as churn:
-            for kind in KINDS:  # warm-up, not counted: the first batches after start-up run slow
+            for kind in bench.kinds:  # warm-up, not counted: the first batches run slow
                 bench.run(kind, "warm-up", options.percentages[0], options.warmup)
             for index in range(options.rounds):
                 for percentage in options.percentages:
-                    for kind in round_order(index):
+                    for kind in round_order(index, bench.kinds):
                         bench.run(kind, index, percentage)
     print(f"loadsched's extender flags: {' '.join(options.extender_arg) or 'none'}")
+    if options.variant_arg:
+        print(f"the variant's flags besides: {' '.join(options.variant_arg)}")
     met = [report(bench, options.rounds, options.nodes, p, churn) for p in options.percentages]
     return 0 if all(met) else 1
 
