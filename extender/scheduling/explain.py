@@ -72,7 +72,10 @@ class NodeExplanation(BaseModel):
     rejected_by: str | None = Field(
         description="the metric that decided, hot value key, * (not cached), or elasticquota"
     )
-    reason: str | None = Field(description="filter's message, as kube-scheduler receives it")
+    reason: str | None = Field(
+        description="filter's message for the node (kube-scheduler receives it in an answer "
+        "that passes no node; --filter-rejections)"
+    )
     cached: bool = Field(description="the node is in the extender's node cache")
     placed: int = Field(description="pods bound to the node that estimation counted")
     limits_error: str | None = Field(

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_view import NodeLoadCache
 from extender.scheduling.verbs import LoadAwareExtender
-from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER, Node, NodeMeta
+from extender.scheduling.wire import (
+    ARGS_DECODER,
+    ENCODER,
+    NODE_DECODER,
+    Node,
+    NodeMeta,
+    RejectionListing,
+)
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
 from shared.policy import DEFAULT_POLICY_YAML, parse_policy
@@ -75,11 +82,13 @@ def ask(decide: LoadAwareExtender, verb: str, names: list[str], daemonset: bool)
     return json.loads(ENCODER.encode(getattr(decide, verb)(args.Pod, args)))
 
 
-def extender(rules: LoadRules, clock: Clock) -> tuple[LoadAwareExtender, NodeLoadCache]:
+def extender(
+    rules: LoadRules, clock: Clock, rejections: RejectionListing
+) -> tuple[LoadAwareExtender, NodeLoadCache]:
     cache = NodeLoadCache(rules)
     metrics = ExtenderMetrics()
     return LoadAwareExtender(
-        rules=rules, clock=clock, metrics=metrics, node_cache=cache, rejections="always"
+        rules=rules, clock=clock, metrics=metrics, node_cache=cache, rejections=rejections
     ), cache
 
 
@@ -87,14 +96,18 @@ def extender(rules: LoadRules, clock: Clock) -> tuple[LoadAwareExtender, NodeLoa
     first=st.lists(nodes, max_size=8),
     steps=st.lists(st.tuples(changes, asks, st.booleans()), min_size=1, max_size=4),
     stale_data=st.sampled_from(["failOpen", "failClosed"]),
+    rejections=st.sampled_from(["when-none-pass", "always"]),
 )
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_answers_after_changes_equal_answers_from_scratch(
-    first: list[Node], steps: list[tuple[list[tuple[str, Any]], list[str], bool]], stale_data: str
+    first: list[Node],
+    steps: list[tuple[list[tuple[str, Any]], list[str], bool]],
+    stale_data: str,
+    rejections: RejectionListing,
 ) -> None:
     rules = rules_for(stale_data)
     clock = Clock()
-    decide, cache = extender(rules, clock)
+    decide, cache = extender(rules, clock, rejections)
     current = {n.metadata.name: n for n in first}
     cache.replace(list(current.values()))
     for change, names, daemonset in steps:
@@ -109,7 +122,7 @@ def test_answers_after_changes_equal_answers_from_scratch(
                 cache.touch(what)
             else:
                 clock.now += timedelta(seconds=what)
-        fresh, fresh_cache = extender(rules, clock)
+        fresh, fresh_cache = extender(rules, clock, rejections)
         fresh_cache.replace(list(current.values()))
         before = counted(decide)
         assert ask(decide, "filter", names, daemonset) == ask(fresh, "filter", names, daemonset)
@@ -138,7 +151,7 @@ def test_answers_are_the_full_node_answers_of_the_same_nodes() -> None:
     """Names-only and full-node mode give the same nodes, messages and scores."""
     rules = rules_for("failOpen")
     clock = Clock()
-    decide, cache = extender(rules, clock)
+    decide, cache = extender(rules, clock, "always")
 
     def item(i: int, usage: float, hot: int | None) -> dict[str, Any]:
         annotations = payloads.load_annotations(rules, usage, NOW - timedelta(minutes=1), hot=hot)
