@@ -107,8 +107,21 @@ class VerbsState(Protocol):
     def extender(self) -> LoadAwareExtender: ...
 
 
+FILTER_ERRORS = (InvalidNode, InvalidNodeNames, InvalidPod, NamesOnlyUnavailable)
+
+
+def _filter_failed(error: Exception) -> tuple[int, Any]:
+    if isinstance(error, NamesOnlyUnavailable):
+        # kube-scheduler logs the Error field of a filter answer.
+        return 200, FilterResult(NodeNames=None, Error=str(error))
+    raise BadRequest(400, f"invalid request body: {error}") from error
+
+
 class SchedulerVerbs:
-    """The verbs of one extender (filter, prioritize, preempt, bind), as an ASGI app."""
+    """The verbs of one extender (filter, prioritize, preempt, bind), as an ASGI app; and,
+    for the verbs answered without waiting on anything (:attr:`answered_now`), as a plain
+    call from a request body to the answer's bytes (:meth:`answer_now`), which the HTTP
+    protocol of :mod:`extender.cli` makes without the ASGI app."""
 
     def __init__(self, state: VerbsState) -> None:
         self._state = state
@@ -116,52 +129,85 @@ class SchedulerVerbs:
             "prioritize": self._prioritize,
             "preempt": self._preempt,
         }
+        if state.extender.quota is None:
+            # with elastic quotas, a filter answer waits on writing the pod's admission
+            self._decide["filter"] = self._filter_now
+        self.answered_now = frozenset(self._decide)
+        """The verbs whose answer is made without awaiting anything."""
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self._state.settings.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         verb = scope["path"][1:]
         if scope["method"] != "POST":
             await _send(send, 405, b'{"detail":"Method Not Allowed"}', [(b"allow", b"POST")])
             return
-        state = self._state
         started = time.perf_counter()
         try:
-            body = await _read_body(scope, receive, state.settings.max_body_bytes)
-            if verb == "filter":
+            body = await _read_body(scope, receive, self.max_body_bytes)
+            decide = self._decide.get(verb)
+            if decide is not None:
+                status, payload = decide(body)
+            elif verb == "filter":
                 status, payload = await self._filter(body)
-            elif verb == "bind":
-                status, payload = await self._bind(body)
             else:
-                status, payload = self._decide[verb](body)
-        except BadRequest as e:
-            state.metrics.decode_errors.labels(verb).inc()
-            logger.warning("%s: %s %s", verb, e.status, e.message[:300])
-            status, payload = e.status, {"detail": e.message}
+                status, payload = await self._bind(body)
         except Disconnected:
             return
-        except Exception:
-            logger.exception("%s: internal error", verb)
-            status, payload = 500, {"detail": f"internal error in {verb}: see the extender's log"}
+        except Exception as e:
+            status, payload = self._failed(verb, e)
+        status, encoded, timing = self._answered(verb, started, status, payload)
+        await _send(send, status, encoded, [(b"server-timing", timing)])
+
+    def answer_now(self, verb: str, body: bytes, started: float) -> tuple[int, bytes, bytes]:
+        """The answer to ``body``, for one of :attr:`answered_now`, received whole at
+        ``started`` (:func:`time.perf_counter`): its status, its body and its Server-Timing
+        value, counted in the metrics as the ASGI app's answers are."""
+        try:
+            status, payload = self._decide[verb](body)
+        except Exception as e:
+            status, payload = self._failed(verb, e)
+        return self._answered(verb, started, status, payload)
+
+    def _failed(self, verb: str, error: Exception) -> tuple[int, Any]:
+        if isinstance(error, BadRequest):
+            self._state.metrics.decode_errors.labels(verb).inc()
+            logger.warning("%s: %s %s", verb, error.status, error.message[:300])
+            return error.status, {"detail": error.message}
+        logger.error("%s: internal error", verb, exc_info=error)
+        return 500, {"detail": f"internal error in {verb}: see the extender's log"}
+
+    def _answered(
+        self, verb: str, started: float, status: int, payload: Any
+    ) -> tuple[int, bytes, bytes]:
         encoded = (
             encode_filter_result(payload)
             if isinstance(payload, FilterResult)
             else ENCODER.encode(payload)
         )
         elapsed = time.perf_counter() - started
-        state.metrics.request_seconds.labels(verb).observe(elapsed)
-        state.metrics.responses.labels(verb, str(status)).inc()
-        timing = f"extender;dur={elapsed * 1000:.3f}".encode()
-        await _send(send, status, encoded, [(b"server-timing", timing)])
+        metrics = self._state.metrics
+        metrics.request_seconds.labels(verb).observe(elapsed)
+        metrics.responses.labels(verb, str(status)).inc()
+        return status, encoded, f"extender;dur={elapsed * 1000:.3f}".encode()
+
+    def _filter_now(self, body: bytes) -> tuple[int, Any]:
+        args = _args(body)
+        assert args.Pod is not None
+        try:
+            return 200, self._state.extender.filter(args.Pod, args)
+        except FILTER_ERRORS as e:
+            return _filter_failed(e)
 
     async def _filter(self, body: bytes) -> tuple[int, Any]:
         args = _args(body)
         assert args.Pod is not None
         try:
             return 200, await self._state.extender.filter_recorded(args.Pod, args)
-        except (InvalidNode, InvalidNodeNames, InvalidPod) as e:
-            raise BadRequest(400, f"invalid request body: {e}") from e
-        except NamesOnlyUnavailable as e:
-            # kube-scheduler logs the Error field of a filter answer.
-            return 200, FilterResult(NodeNames=None, Error=str(e))
+        except FILTER_ERRORS as e:
+            return _filter_failed(e)
 
     async def _bind(self, body: bytes) -> tuple[int, Any]:
         try:

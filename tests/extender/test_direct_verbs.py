@@ -1,0 +1,202 @@
+"""The scheduler verbs answered in the HTTP protocol itself (``--http-verbs-direct``, the
+default), against the real server: the same answers as through the ASGI app, byte for byte,
+for good and bad bodies; every request that is not plain goes through the app and is answered
+as before; pipelined requests are answered in order; and the metrics count both ways alike."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import pytest
+
+from extender.scheduling.routes import SchedulerVerbs
+from tests.extender.test_slow_clients import filter_body, real_server
+
+PREEMPT = b'{"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNameToVictims":{}}'
+
+
+@pytest.fixture
+def through_app(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths the ASGI app's verbs were called for, in order."""
+    calls: list[str] = []
+    served = SchedulerVerbs.__call__
+
+    async def counted(self: SchedulerVerbs, scope: Any, receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        await served(self, scope, receive, send)
+
+    monkeypatch.setattr(SchedulerVerbs, "__call__", counted)
+    return calls
+
+
+def requests() -> Iterator[tuple[str, bytes]]:
+    body, _ = filter_body()
+    yield "/filter", body
+    yield "/prioritize", body
+    yield "/preempt", PREEMPT
+    yield "/filter", b'{"Pod":'  # not JSON
+    yield "/prioritize", b'{"Nodes":{"items":[]}}'  # no Pod
+    yield "/filter", b'{"Pod":{},"Nodes":{"items":[{"metadata":7}]}}'  # a bad node
+    yield "/filter", b'{"Pod":{},"NodeNames":["n1"]}'  # names-only without a node cache
+    yield "/preempt", b'{"NodeNameToVictims":{}}'
+
+
+def answers(direct: bool) -> list[tuple[int, bytes, dict[str, str]]]:
+    found = []
+    with real_server(http_verbs_direct=direct) as (host, port):
+        with httpx.Client(base_url=f"http://{host}:{port}") as client:
+            for path, body in requests():
+                response = client.post(path, content=body)
+                headers = {
+                    k: v for k, v in response.headers.items() if k not in ("date", "server-timing")
+                }
+                assert response.headers["server-timing"].startswith("extender;dur=")
+                found.append((response.status_code, response.content, headers))
+    return found
+
+
+def test_the_same_answers_as_through_the_app(through_app: list[str]) -> None:
+    direct = answers(direct=True)
+    assert through_app == []  # not one went through the app
+    app = answers(direct=False)
+    assert len(through_app) == len(app)
+    assert direct == app
+    assert [status for status, _, _ in direct] == [200, 200, 200, 400, 400, 400, 200, 400]
+
+
+def raw_exchange(address: tuple[str, int], data: bytes, answers: int) -> list[bytes]:
+    """Send ``data`` in one write; read ``answers`` HTTP answers (Content-Length framed)."""
+    received, found = b"", []
+    with socket.create_connection(address, timeout=10) as conn:
+        conn.sendall(data)
+        while len(found) < answers:
+            head_end = received.find(b"\r\n\r\n")
+            if head_end >= 0 and received.startswith(b"HTTP/1.1 1"):  # 100 Continue
+                received = received[head_end + 4 :]
+                continue
+            if head_end >= 0:
+                head = received[:head_end].lower()
+                length = int(head.split(b"content-length: ")[1].split(b"\r\n")[0])
+                end = head_end + 4 + length
+                if len(received) >= end:
+                    found.append(received[:end])
+                    received = received[end:]
+                    continue
+            chunk = conn.recv(65536)
+            assert chunk, f"closed after {len(found)} answers"
+            received += chunk
+    return found
+
+
+def post(path: bytes, body: bytes, *headers: bytes) -> bytes:
+    return b"POST %s HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n%s\r\n%s" % (
+        path,
+        len(body),
+        b"".join(h + b"\r\n" for h in headers),
+        body,
+    )
+
+
+def test_pipelined_requests_are_answered_in_order(through_app: list[str]) -> None:
+    body, _ = filter_body()
+    verbs = post(b"/preempt", PREEMPT) + post(b"/prioritize", body) + post(b"/preempt", b"{")
+    with real_server() as address:
+        # verbs alone: each answered here as it is parsed
+        direct = raw_exchange(address, verbs, 3)
+        assert through_app == []
+        # behind a request through the app, they wait for it in uvicorn's pipeline
+        health, *queued = raw_exchange(
+            address, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n" + verbs, 4
+        )
+    assert health.startswith(b"HTTP/1.1 200") and health.endswith(b"ok")
+    assert through_app == ["/preempt", "/prioritize", "/preempt"]
+    for preempt, prioritize, bad in (direct, queued):
+        assert preempt.startswith(b"HTTP/1.1 200") and b'"NodeNameToMetaVictims"' in preempt
+        assert prioritize.startswith(b"HTTP/1.1 200") and b'"Host"' in prioritize
+        assert bad.startswith(b"HTTP/1.1 400")
+    assert [answer.split(b"\r\n\r\n")[1] for answer in direct] == [
+        answer.split(b"\r\n\r\n")[1] for answer in queued
+    ]
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        post(b"/preempt?x=1", PREEMPT),
+        post(b"/preempt", PREEMPT, b"expect: 100-continue"),
+        b"POST /preempt HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+        + b"%x\r\n%s\r\n0\r\n\r\n" % (len(PREEMPT), PREEMPT),
+        post(b"/preempt", PREEMPT).replace(b"HTTP/1.1", b"HTTP/1.0", 1),
+    ],
+    ids=["query", "expect", "chunked", "http-1.0"],
+)
+def test_a_request_that_is_not_plain_goes_through_the_app(
+    request_bytes: bytes, through_app: list[str]
+) -> None:
+    with real_server() as address:
+        (answer,) = raw_exchange(address, request_bytes, 1)
+    assert answer.split(b"\r\n", 1)[0].endswith(b"200 OK"), answer[:200]
+    assert b'"NodeNameToMetaVictims"' in answer
+    assert through_app == ["/preempt"]
+
+
+def test_over_the_body_limit_the_app_answers_413(through_app: list[str]) -> None:
+    with real_server(max_body_bytes=len(PREEMPT) - 1) as address:
+        (answer,) = raw_exchange(address, post(b"/preempt", PREEMPT), 1)
+    assert answer.startswith(b"HTTP/1.1 413")
+    assert through_app == ["/preempt"]
+
+
+def test_connection_close_is_honoured(through_app: list[str]) -> None:
+    with real_server() as address:
+        with socket.create_connection(address, timeout=10) as conn:
+            conn.sendall(post(b"/preempt", PREEMPT, b"connection: close"))
+            received = b""
+            while chunk := conn.recv(65536):  # until the server closes it
+                received += chunk
+    assert received.startswith(b"HTTP/1.1 200")
+    assert b"\r\nconnection: close\r\n" in received.lower()
+    assert through_app == []
+
+
+def test_the_metrics_count_answers_made_either_way() -> None:
+    body, _ = filter_body()
+
+    def counted(direct: bool) -> str:
+        with real_server(http_verbs_direct=direct) as (host, port):
+            with httpx.Client(base_url=f"http://{host}:{port}") as client:
+                client.post("/filter", content=body)
+                client.post("/filter", content=b"[")
+                client.post("/prioritize", content=body)
+                text = client.get("/metrics").text
+        return "\n".join(
+            line
+            for line in text.splitlines()
+            if line.startswith(
+                (
+                    "loadsched_extender_responses_total{",
+                    "loadsched_extender_decode_errors_total{",
+                    "loadsched_extender_request_duration_seconds_count{",
+                )
+            )
+        )
+
+    direct = counted(direct=True)
+    assert 'loadsched_extender_responses_total{code="400",verb="filter"} 1.0' in direct
+    assert 'loadsched_extender_responses_total{code="200",verb="prioritize"} 1.0' in direct
+    assert 'loadsched_extender_decode_errors_total{verb="filter"} 1.0' in direct
+    assert direct == counted(direct=False)
+
+
+def test_filter_goes_through_the_app_with_elastic_quotas() -> None:
+    def verbs(quota: object) -> frozenset[str]:
+        state = SimpleNamespace(extender=SimpleNamespace(quota=quota))
+        return SchedulerVerbs(state).answered_now  # type: ignore[arg-type]
+
+    assert verbs(None) == {"filter", "prioritize", "preempt"}
+    # with quotas, a filter answer waits on writing the pod's admission: never bind either
+    assert verbs(object()) == {"prioritize", "preempt"}
