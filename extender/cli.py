@@ -233,6 +233,7 @@ def guarded_protocol(
         request_seconds = settings.http_request_seconds
         max_header_bytes = settings.http_max_header_bytes
         direct_verbs = verbs
+        max_body_bytes = settings.max_body_bytes
         client_certificate_required = settings.tls_client_ca_file is not None
 
     return Protocol
@@ -265,6 +266,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     request_seconds: float = 60.0
     max_header_bytes: int = 64 * 1024
     direct_verbs: SchedulerVerbs | None = None
+    max_body_bytes: int = 256 * 1024 * 1024
     client_certificate_required: bool = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -356,7 +358,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 length = int(value)
             elif name == b"transfer-encoding":
                 return None
-        if length is None or length > verbs.max_body_bytes:
+        if length is None or length > self.max_body_bytes:
             return None
         return verb
 

@@ -6,6 +6,7 @@ as before; pipelined requests are answered in order; and the metrics count both 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -69,26 +70,31 @@ def test_the_same_answers_as_through_the_app(through_app: list[str]) -> None:
 
 
 def raw_exchange(address: tuple[str, int], data: bytes, answers: int) -> list[bytes]:
-    """Send ``data`` in one write; read ``answers`` HTTP answers (Content-Length framed)."""
-    received, found = b"", []
+    """Send ``data`` in one write; read ``answers`` HTTP answers."""
     with socket.create_connection(address, timeout=10) as conn:
         conn.sendall(data)
-        while len(found) < answers:
-            head_end = received.find(b"\r\n\r\n")
-            if head_end >= 0 and received.startswith(b"HTTP/1.1 1"):  # 100 Continue
-                received = received[head_end + 4 :]
+        return read_answers(conn, answers)
+
+
+def read_answers(conn: socket.socket, answers: int) -> list[bytes]:
+    """The next ``answers`` HTTP answers on ``conn`` (Content-Length framed)."""
+    received, found = b"", []
+    while len(found) < answers:
+        head_end = received.find(b"\r\n\r\n")
+        if head_end >= 0 and received.startswith(b"HTTP/1.1 1"):  # 100 Continue
+            received = received[head_end + 4 :]
+            continue
+        if head_end >= 0:
+            head = received[:head_end].lower()
+            length = int(head.split(b"content-length: ")[1].split(b"\r\n")[0])
+            end = head_end + 4 + length
+            if len(received) >= end:
+                found.append(received[:end])
+                received = received[end:]
                 continue
-            if head_end >= 0:
-                head = received[:head_end].lower()
-                length = int(head.split(b"content-length: ")[1].split(b"\r\n")[0])
-                end = head_end + 4 + length
-                if len(received) >= end:
-                    found.append(received[:end])
-                    received = received[end:]
-                    continue
-            chunk = conn.recv(65536)
-            assert chunk, f"closed after {len(found)} answers"
-            received += chunk
+        chunk = conn.recv(65536)
+        assert chunk, f"closed after {len(found)} answers"
+        received += chunk
     return found
 
 
@@ -142,6 +148,22 @@ def test_a_request_that_is_not_plain_goes_through_the_app(
     assert answer.split(b"\r\n", 1)[0].endswith(b"200 OK"), answer[:200]
     assert b'"NodeNameToMetaVictims"' in answer
     assert through_app == ["/preempt"]
+
+
+def test_a_body_in_pieces_is_answered_once_whole(through_app: list[str]) -> None:
+    body, _ = filter_body(count=400)
+    request = post(b"/filter", body)
+    cut = len(request) - len(body) // 2
+    with real_server() as (host, port):
+        with socket.create_connection((host, port), timeout=10) as conn:
+            conn.sendall(request[:cut])
+            time.sleep(0.2)  # the first piece is parsed on its own
+            conn.sendall(request[cut:])
+            (answer,) = read_answers(conn, 1)
+        expected = httpx.post(f"http://{host}:{port}/filter", content=body)
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert answer.split(b"\r\n\r\n", 1)[1] == expected.content
+    assert through_app == []
 
 
 def test_over_the_body_limit_the_app_answers_413(through_app: list[str]) -> None:
