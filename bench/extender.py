@@ -18,7 +18,7 @@ side. A writer's values cross the policy's limits, so answers really change; aft
 extender's answer for every node is checked against the verdicts of the API server's final
 objects.
 
-    .venv/bin/python bench/extender.py [--quick] [--churn 28,140]
+    .venv/bin/python bench/extender.py [--quick] [--churn 28,140] [--churn-only] [--extender-arg=FLAG ...]
 """
 
 from __future__ import annotations
@@ -412,6 +412,7 @@ def main() -> int:
     parser.add_argument(
         "--churn-only", action="store_true", help="only the churn table (5,000 nodes)"
     )
+    add_extender_args(parser)
     options = parser.parse_args()
     quick = bool(options.quick)
     rules = LoadRules.from_policy(default_policy())
@@ -421,13 +422,16 @@ def main() -> int:
     largest = clusters[max(sizes)]
     failures: list[str] = []
     print(
-        f"extender latency, ms (server = Server-Timing; cycle = filter + prioritize); cpus={os.cpu_count()}"
+        f"extender latency, ms (server = Server-Timing; cycle = filter + prioritize); cpus={os.cpu_count()}; "
+        f"extender flags: {' '.join(options.extender_arg) or 'none'}"
     )
     header = f"{'mode':<11} {'nodes':>5} {'body':>8}  {'filter p50/p99':>15} {'prioritize p50/p99':>19} {'cycle p50/p99':>15} {'round trip p50/p99':>19}  target"
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp, FakeNodeAPI(largest) as api:
-        process, url = start_extender(api.kubeconfig(Path(tmp) / "kubeconfig"))
+        process, url = start_extender(
+            api.kubeconfig(Path(tmp) / "kubeconfig"), tuple(options.extender_arg)
+        )
         try:
             with httpx.Client(base_url=url, timeout=60) as client:
                 for mode in () if options.churn_only else ("names-only", "names-miss", "full-node"):
