@@ -257,8 +257,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
       about as much per call as a decision over 500 nodes. Only a plain request takes this
       way (``POST`` of exactly ``/filter``, ``/prioritize`` or ``/preempt`` over HTTP/1.1,
       with a Content-Length within the body limit, no ``Expect``, nothing before it still
-      being answered on its connection, the concurrency limit not reached, and a client
-      certificate where one is required); any other goes through the ASGI app, which answers
+      being answered on its connection nor waiting for the client to read (uvicorn's flow
+      control), the concurrency limit not reached, and a client certificate where one is
+      required); any other goes through the ASGI app, which answers
       it as before (413, 503, 403, ...). The answer, its status codes, metrics and
       Server-Timing are the app's (:meth:`SchedulerVerbs.answer_now`).
     """
@@ -345,6 +346,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return None
         if self.cycle is not None and not self.cycle.response_complete:
             return None  # an earlier request on this connection is still being answered
+        if self.flow.write_paused:
+            # the client is not reading its answers: the app waits for it to, and uvicorn
+            # stops reading the requests behind, rather than answers piling up here
+            return None
         limit = self.limit_concurrency
         if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
             return None

@@ -166,6 +166,32 @@ def test_a_body_in_pieces_is_answered_once_whole(through_app: list[str]) -> None
     assert through_app == []
 
 
+def test_a_client_that_does_not_read_its_answers_is_not_read_either() -> None:
+    """Pipelined calls whose answers are never read: once the answers fill the connection,
+    the server stops reading the requests (the app waits to write, uvicorn pauses reading),
+    rather than piling answers up in memory: the client's sends come to block."""
+    body, _ = filter_body(count=100)  # about 1 MB each way
+    request = memoryview(post(b"/filter", body))
+    with real_server() as address:
+        with socket.create_connection(address, timeout=10) as conn:
+            conn.setblocking(False)
+            sent, blocked_since = 0, None
+            for _ in range(40 * len(request)):
+                if sent == 40 * len(request):
+                    break
+                try:
+                    at = sent % len(request)
+                    sent += conn.send(request[at : at + (1 << 16)])
+                    blocked_since = None
+                except BlockingIOError:
+                    now = time.monotonic()
+                    blocked_since = blocked_since or now
+                    if now - blocked_since > 3:  # the server has stopped reading
+                        break
+                    time.sleep(0.01)
+    assert sent < 40 * len(request), "the server read every request while answers piled up"
+
+
 def test_over_the_body_limit_the_app_answers_413(through_app: list[str]) -> None:
     with real_server(max_body_bytes=len(PREEMPT) - 1) as address:
         (answer,) = raw_exchange(address, post(b"/preempt", PREEMPT), 1)
