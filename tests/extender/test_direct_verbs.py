@@ -78,7 +78,7 @@ def raw_exchange(address: tuple[str, int], data: bytes, answers: int) -> list[by
 
 def read_answers(conn: socket.socket, answers: int) -> list[bytes]:
     """The next ``answers`` HTTP answers on ``conn`` (Content-Length framed)."""
-    received, found = b"", []
+    received, found = b"", list[bytes]()
     while len(found) < answers:
         head_end = received.find(b"\r\n\r\n")
         if head_end >= 0 and received.startswith(b"HTTP/1.1 1"):  # 100 Continue
@@ -243,7 +243,7 @@ def test_the_metrics_count_answers_made_either_way() -> None:
 def test_filter_goes_through_the_app_with_elastic_quotas() -> None:
     def verbs(quota: object) -> frozenset[str]:
         state = SimpleNamespace(extender=SimpleNamespace(quota=quota))
-        return SchedulerVerbs(state).answered_now  # type: ignore[arg-type]
+        return SchedulerVerbs(state).answered_now
 
     assert verbs(None) == {"filter", "prioritize", "preempt"}
     # with quotas, a filter answer waits on writing the pod's admission: never bind either
