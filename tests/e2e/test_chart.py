@@ -58,12 +58,20 @@ def test_the_extenders_args_are_its_own_flags(style: str, listing: str) -> None:
     values = (
         {}
         if style == "per-node"
-        else {"extender": {"filterMessages": style, "filterRejections": listing}}
+        else {
+            "extender": {
+                "filterMessages": style,
+                "filterRejections": listing,
+                "httpVerbsDirect": False,
+            }
+        }
     )
     rendered = by_kind_and_name(chart.render(values))
     args = container(rendered[("Deployment", "loadsched-extender")])["args"]
     parsed = parse_args(args)
     assert (parsed.filter_messages, parsed.filter_rejections) == (style, listing)
+    # the default is the extender's own (on); off is said
+    assert parsed.http_verbs_direct is (None if style == "per-node" else False)
 
 
 def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:
