@@ -288,6 +288,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        # a request that follows one answered here in the same read: the keep-alive timer that
+        # answer armed must not run while this one is handled (the request timer bounds it)
+        self._unset_keepalive_if_required()
         self._header_bytes = 0
         self._direct = None
         if self._tls is not None:
@@ -320,10 +323,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._stop_request_timer()
-        if self._direct is not None:
-            self._answer_directly(self._direct)
-        else:
+        verb = self._direct
+        if verb is None:
             super().on_message_complete()
+            return
+        try:
+            self._answer_directly(verb)
+        except Exception:  # raised out of a parser callback, uvicorn would answer 400
+            logger.exception("%s: internal error answering in the protocol", verb)
+            self.transport.close()
 
     def shutdown(self) -> None:
         if self._direct is not None:

@@ -182,11 +182,15 @@ class SchedulerVerbs:
     def _answered(
         self, verb: str, started: float, status: int, payload: Any
     ) -> tuple[int, bytes, bytes]:
-        encoded = (
-            encode_filter_result(payload)
-            if isinstance(payload, FilterResult)
-            else ENCODER.encode(payload)
-        )
+        try:
+            encoded = (
+                encode_filter_result(payload)
+                if isinstance(payload, FilterResult)
+                else ENCODER.encode(payload)
+            )
+        except Exception as e:  # an answer that cannot be encoded: the extender's fault
+            status, payload = self._failed(verb, e)
+            encoded = ENCODER.encode(payload)
         elapsed = time.perf_counter() - started
         metrics = self._state.metrics
         metrics.request_seconds.labels(verb).observe(elapsed)

@@ -5,6 +5,7 @@ as before; pipelined requests are answered in order; and the metrics count both 
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import httpx
 import pytest
 
 from extender.scheduling.routes import SchedulerVerbs
+from extender.scheduling.verbs import LoadAwareExtender
 from tests.extender.test_slow_clients import filter_body, real_server
 
 PREEMPT = b'{"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNameToVictims":{}}'
@@ -172,13 +174,15 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either() -> None:
     rather than piling answers up in memory: the client's sends come to block."""
     body, _ = filter_body(count=100)  # about 1 MB each way
     request = memoryview(post(b"/filter", body))
+    total = 100 * len(request)  # more than the kernel's socket buffers can hold
     with real_server() as address:
-        with socket.create_connection(address, timeout=10) as conn:
+        with socket.socket() as conn:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+            conn.connect(address)
             conn.setblocking(False)
             sent, blocked_since = 0, None
-            for _ in range(40 * len(request)):
-                if sent == 40 * len(request):
-                    break
+            while sent < total:
                 try:
                     at = sent % len(request)
                     sent += conn.send(request[at : at + (1 << 16)])
@@ -189,7 +193,56 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either() -> None:
                     if now - blocked_since > 3:  # the server has stopped reading
                         break
                     time.sleep(0.01)
-    assert sent < 40 * len(request), "the server read every request while answers piled up"
+    assert sent < total, "the server read every request while answers piled up"
+
+
+def test_a_request_behind_an_answered_one_is_not_cut_off_by_the_keep_alive_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A verb answered here, then in the same read one the app takes longer than the
+    keep-alive timeout to answer: the second is answered too."""
+    served = SchedulerVerbs.__call__
+
+    async def slow(self: SchedulerVerbs, scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.sleep(2.5)  # as bind waits on the API server
+        await served(self, scope, receive, send)
+
+    monkeypatch.setattr(SchedulerVerbs, "__call__", slow)
+    data = post(b"/preempt", PREEMPT) + post(b"/preempt?through=app", PREEMPT)
+    with real_server(http_keep_alive_seconds=1) as address:
+        first, second = raw_exchange(address, data, 2)
+    assert first.startswith(b"HTTP/1.1 200") and second.startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "through-the-app"])
+def test_an_answer_that_cannot_be_encoded_is_a_500_and_logged(
+    direct: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(LoadAwareExtender, "preempt", lambda self, args: object())
+    with real_server(http_verbs_direct=direct) as address:
+        (answer,) = raw_exchange(address, post(b"/preempt", PREEMPT), 1)
+    assert answer.startswith(b"HTTP/1.1 500")
+    assert answer.endswith(b"""{"detail":"internal error in preempt: see the extender's log"}""")
+    (record,) = [r for r in caplog.records if "internal error" in r.getMessage()]
+    assert record.exc_info is not None  # with the traceback
+
+
+def test_only_the_verbs_answered_now_are_answered_here(
+    monkeypatch: pytest.MonkeyPatch, through_app: list[str]
+) -> None:
+    made = SchedulerVerbs.__init__
+
+    def without_preempt(self: SchedulerVerbs, state: Any) -> None:
+        made(self, state)
+        self.answered_now = self.answered_now - {"preempt"}
+
+    monkeypatch.setattr(SchedulerVerbs, "__init__", without_preempt)
+    body, _ = filter_body()
+    with real_server() as address:
+        (preempt,) = raw_exchange(address, post(b"/preempt", PREEMPT), 1)
+        (prioritize,) = raw_exchange(address, post(b"/prioritize", body), 1)
+    assert preempt.startswith(b"HTTP/1.1 200") and prioritize.startswith(b"HTTP/1.1 200")
+    assert through_app == ["/preempt"]
 
 
 def test_over_the_body_limit_the_app_answers_413(through_app: list[str]) -> None:
