@@ -252,9 +252,12 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     - the client certificate of a TLS connection, in the ASGI TLS extension
       (``scope["extensions"]["tls"]["client_cert_chain"]``, PEM);
     - with :attr:`direct_verbs`, kube-scheduler's calls of the verbs answered without waiting
-      on anything (:attr:`SchedulerVerbs.answered_now`) are answered here, from the parser's
-      callbacks, in one write: no ASGI cycle, task, middleware or message dicts, which cost
-      about as much per call as a decision over 500 nodes. Only a plain request takes this
+      on anything (:attr:`SchedulerVerbs.answered_now`) are answered here, in one write, from
+      a callback queued once the request is whole (so after whatever the event loop had
+      queued before, as the app's task would be: a bind received just before, on another
+      connection, counts its pod on its node before this call is decided): no ASGI cycle,
+      task, middleware or message dicts, which cost about as much per call as a decision
+      over 500 nodes. Only a plain request takes this
       way (``POST`` of exactly ``/filter``, ``/prioritize`` or ``/preempt`` over HTTP/1.1,
       with a Content-Length within the body limit, no ``Expect``, nothing before it still
       being answered on its connection nor waiting for the client to read (uvicorn's flow
@@ -278,6 +281,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._direct: str | None = None
         self._direct_body: list[bytes] = []
         self._direct_keep_alive = True
+        self._direct_pending = 0
+        """Requests received whole whose answer is queued (:meth:`on_message_complete`)."""
+        self._closing_when_answered = False
         self.timeout_keep_alive_task = self.loop.call_later(
             self.timeout_keep_alive, self.timeout_keep_alive_handler
         )
@@ -327,15 +333,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if verb is None:
             super().on_message_complete()
             return
-        try:
-            self._answer_directly(verb)
-        except Exception:  # raised out of a parser callback, uvicorn would answer 400
-            logger.exception("%s: internal error answering in the protocol", verb)
-            self.transport.close()
+        self._direct = None
+        body, self._direct_body = b"".join(self._direct_body), []
+        # answered once the callbacks already queued have run, as the app's task would be: a
+        # request received just before on another connection (a bind, which counts its pod
+        # on its node first thing) is handled before this one is decided
+        self._direct_pending += 1
+        self.loop.call_soon(self._answer, verb, body, self._direct_keep_alive)
 
     def shutdown(self) -> None:
-        if self._direct is not None:
-            self._direct_keep_alive = False  # closed once answered
+        if self._direct is not None or self._direct_pending:
+            self._closing_when_answered = True
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.cycle.keep_alive = False
         else:
             super().shutdown()
 
@@ -375,10 +385,33 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return None
         return verb
 
-    def _answer_directly(self, verb: str) -> None:
-        self._direct = None
-        body = b"".join(self._direct_body)
-        self._direct_body = []
+    def _answer(self, verb: str, body: bytes, keep_alive: bool) -> None:
+        self._direct_pending -= 1
+        if self.transport.is_closing():
+            return  # the client went away (or the connection was cut): no one to answer
+        later = (
+            self._direct is not None
+            or self._direct_pending > 0
+            or bool(self.pipeline)
+            or (self.cycle is not None and not self.cycle.response_complete)
+        )
+        close = not keep_alive or (self._closing_when_answered and not later)
+        try:
+            self._write_answer(verb, body, close)
+        except Exception:  # nothing was written: say so by closing
+            logger.exception("%s: internal error answering in the protocol", verb)
+            self.transport.close()
+            return
+        if close:
+            self.transport.close()
+        if later:
+            # a later request on this connection is under way: its answer arms the keep-alive
+            # timer, this one's must not (it would run while that one is handled)
+            self.server_state.total_requests += 1
+        else:
+            self.on_response_complete()
+
+    def _write_answer(self, verb: str, body: bytes, close: bool) -> None:
         verbs = self.direct_verbs
         assert verbs is not None
         status, answer, timing = verbs.answer_now(verb, body, time.perf_counter())
@@ -389,13 +422,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             b"content-type: application/json\r\ncontent-length: %d\r\nserver-timing: %s\r\n"
             % (len(answer), timing)
         )
-        if not self._direct_keep_alive:
+        if close:
             head.append(b"connection: close\r\n")
         head += (b"\r\n", answer)
         self.transport.write(b"".join(head))
-        if not self._direct_keep_alive:
-            self.transport.close()
-        self.on_response_complete()
 
     def send_400_response(self, msg: str) -> None:
         if self._header_bytes > self.max_header_bytes:

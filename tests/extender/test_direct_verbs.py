@@ -9,12 +9,14 @@ import asyncio
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
+from extender.scheduling.binding import Binder
 from extender.scheduling.routes import SchedulerVerbs
 from extender.scheduling.verbs import LoadAwareExtender
 from tests.extender.test_slow_clients import filter_body, real_server
@@ -243,6 +245,47 @@ def test_only_the_verbs_answered_now_are_answered_here(
         (prioritize,) = raw_exchange(address, post(b"/prioritize", body), 1)
     assert preempt.startswith(b"HTTP/1.1 200") and prioritize.startswith(b"HTTP/1.1 200")
     assert through_app == ["/preempt"]
+
+
+def test_a_bind_received_before_a_filter_on_another_connection_is_handled_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kube-scheduler binds a pod (bindVerb) while it goes on to filter the next one, on
+    another connection. The bind counts its pod on its node first thing; a filter call
+    received after it must be decided after that, as when both went through the app."""
+    events: list[str] = []
+    bind, decide, preempt = Binder.bind, LoadAwareExtender.filter, LoadAwareExtender.preempt
+
+    async def binding(self: Binder, args: Any) -> Any:
+        events.append("bind")
+        return await bind(self, args)
+
+    def filtering(self: LoadAwareExtender, pod: Any, args: Any) -> Any:
+        events.append("filter")
+        return decide(self, pod, args)
+
+    def holding(self: LoadAwareExtender, args: Any) -> Any:
+        time.sleep(0.5)  # holds the event loop while the other two calls arrive
+        return preempt(self, args)
+
+    monkeypatch.setattr(Binder, "bind", binding)
+    monkeypatch.setattr(LoadAwareExtender, "filter", filtering)
+    monkeypatch.setattr(LoadAwareExtender, "preempt", holding)
+    body, _ = filter_body()
+    binding_body = b'{"PodName":"p","PodNamespace":"d","PodUID":"u","Node":"node-00000"}'
+    with real_server() as address, ExitStack() as stack:
+        held, binder, scheduler = (
+            stack.enter_context(socket.create_connection(address, timeout=10)) for _ in range(3)
+        )
+        time.sleep(0.2)  # all three accepted
+        held.sendall(post(b"/preempt", PREEMPT))
+        time.sleep(0.1)
+        binder.sendall(post(b"/bind", binding_body))
+        time.sleep(0.05)
+        scheduler.sendall(post(b"/filter", body))
+        answers = [read_answers(conn, 1)[0] for conn in (held, binder, scheduler)]
+    assert all(answer.startswith(b"HTTP/1.1 200") for answer in answers)
+    assert events == ["bind", "filter"]
 
 
 def test_over_the_body_limit_the_app_answers_413(through_app: list[str]) -> None:
