@@ -257,14 +257,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
       queued before, as the app's task would be: a bind received just before, on another
       connection, counts its pod on its node before this call is decided): no ASGI cycle,
       task, middleware or message dicts, which cost about as much per call as a decision
-      over 500 nodes. Only a plain request takes this
-      way (``POST`` of exactly ``/filter``, ``/prioritize`` or ``/preempt`` over HTTP/1.1,
-      with a Content-Length within the body limit, no ``Expect``, nothing before it still
-      being answered on its connection nor waiting for the client to read (uvicorn's flow
-      control), the concurrency limit not reached, and a client certificate where one is
-      required); any other goes through the ASGI app, which answers
-      it as before (413, 503, 403, ...). The answer, its status codes, metrics and
-      Server-Timing are the app's (:meth:`SchedulerVerbs.answer_now`).
+      over 500 nodes. Only a plain request takes this way (``POST`` of exactly ``/filter``,
+      ``/prioritize`` or ``/preempt`` over HTTP/1.1, with a Content-Length within the body
+      limit, no ``Expect``, nothing before it still being answered on its connection nor
+      waiting for the client to read (uvicorn's flow control), the concurrency limit not
+      reached, and a client certificate where one is required); any other goes through the
+      ASGI app, which answers it as before (413, 503, 403, ...). The answer, its status
+      codes, metrics and Server-Timing are the app's (:meth:`SchedulerVerbs.answer_now`).
     """
 
     request_seconds: float = 60.0
