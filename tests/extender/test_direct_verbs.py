@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
 from types import SimpleNamespace
 from typing import Any
@@ -41,18 +40,16 @@ def through_app(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def requests() -> list[tuple[str, bytes]]:
     """Good and bad calls of each verb (made once: the nodes' annotations carry the time)."""
     body, _ = filter_body()
-    return list(_requests(body))
-
-
-def _requests(body: bytes) -> Iterator[tuple[str, bytes]]:
-    yield "/filter", body
-    yield "/prioritize", body
-    yield "/preempt", PREEMPT
-    yield "/filter", b'{"Pod":'  # not JSON
-    yield "/prioritize", b'{"Nodes":{"items":[]}}'  # no Pod
-    yield "/filter", b'{"Pod":{},"Nodes":{"items":[{"metadata":7}]}}'  # a bad node
-    yield "/filter", b'{"Pod":{},"NodeNames":["n1"]}'  # names-only without a node cache
-    yield "/preempt", b'{"NodeNameToVictims":{}}'
+    return [
+        ("/filter", body),
+        ("/prioritize", body),
+        ("/preempt", PREEMPT),
+        ("/filter", b'{"Pod":'),  # not JSON
+        ("/prioritize", b'{"Nodes":{"items":[]}}'),  # no Pod
+        ("/filter", b'{"Pod":{},"Nodes":{"items":[{"metadata":7}]}}'),  # a bad node
+        ("/filter", b'{"Pod":{},"NodeNames":["n1"]}'),  # names-only without a node cache
+        ("/preempt", b'{"NodeNameToVictims":{}}'),
+    ]
 
 
 def answers(
