@@ -144,6 +144,10 @@ Patch = Callable[[A, list[str], list[int], NodeView], "A | None"]
 given changed; ``None`` when it cannot (the answer is then computed again)."""
 
 
+def _now(call: Callable[[], None]) -> None:
+    call()
+
+
 class WindowMemo(Generic[A]):
     """Names-only answers by the node names asked about, exactly as sent (the bytes of
     ``NodeNames``), kept while the node view changes none of those nodes.
@@ -168,8 +172,13 @@ class WindowMemo(Generic[A]):
         changes: Callable[[NodeView], ChangeLog],
         names_kept: int = NAMES_KEPT,
         patch: Patch[A] | None = None,
+        release: Callable[[Callable[[], None]], object] = _now,
     ) -> None:
         self._changes = changes
+        self._release = release
+        """Runs the freeing of the windows :meth:`put` drops (their names and answers, a few
+        thousand objects each): at once by default; the served extender's once the answer
+        that dropped them is written."""
         self._budget = names_kept
         self._kept = 0
         """The names asked about in the windows kept, all told."""
@@ -230,10 +239,14 @@ class WindowMemo(Generic[A]):
         replaced = windows.pop(key, None)
         if replaced is not None:
             self._kept -= len(replaced.names)
+        dropped: list[_Window[A]] = []
         while windows and self._kept + len(names) > self._budget:
-            self._kept -= len(windows.pop(next(iter(windows))).names)
+            dropped.append(windows.pop(next(iter(windows))))
+            self._kept -= len(dropped[-1].names)
         windows[key] = _Window(self._changes(view).version, names, answer)
         self._kept += len(names)
+        if dropped:
+            self._release(dropped.clear)
 
 
 def every_change(view: NodeView) -> ChangeLog:
@@ -257,10 +270,6 @@ def _likely_touched(asked: int, changes: int, view: NodeView) -> bool:
 
 
 _UNTOUCHED_AT_LEAST = math.log(0.1)
-
-
-def _now(call: Callable[[], None]) -> None:
-    call()
 
 
 class _Filtered(NamedTuple):
@@ -305,11 +314,14 @@ class LoadAwareExtender:
         self._quota = quota
         self._memo = RequestMemo(rules)
         self._scored = AnswerMemo[tuple[frozenset[str], PodDemand], msgspec.Raw]()
-        self._filtered = WindowMemo[_Filtered](filter_changes, patch=_patch_filter)
+        self._filtered = WindowMemo[_Filtered](
+            filter_changes, patch=_patch_filter, release=self._defer
+        )
         self._prioritized = WindowMemo[_Scores](
             every_change,
             # spread scores depend on every node asked about: computed again, not patched
             patch=None if rules.normalize else _patch_scores,
+            release=self._defer,
         )
 
     def _full_nodes(self, args: ExtenderArgs, now: datetime) -> FullNodes:
@@ -370,7 +382,9 @@ class LoadAwareExtender:
                 Nodes=NodeList(items=items), FailedAndUnresolvableNodes=tally.listed(bool(items))
             )
             passes = bool(items)
-        tally.report(self._metrics)
+        # counted once the answer is written: an answer that passes some node leaves the
+        # refusals to be gathered then (:attr:`_Tally._pending`)
+        self._defer(partial(tally.report, self._metrics))
         if quota is not None and request is not None and passes:
             quota.assume(pod, request)
         requeue = self._requeue
@@ -397,7 +411,7 @@ class LoadAwareExtender:
                 pod.key,
                 need,
             )
-        if tally.rejected and logger.isEnabledFor(logging.DEBUG):
+        if logger.isEnabledFor(logging.DEBUG) and tally.rejected:
             logger.debug(
                 "pod/%s: %d node(s) rejected: %s",
                 pod.key,
@@ -626,10 +640,17 @@ def scaled(raw: list[int | None], *, normalize: bool) -> list[int]:
     return [0 if score is None else table[score] for score in raw]
 
 
+Refusal = tuple[str, tuple[str, str]]
+"""A refused node's :data:`Standing`: its message, and (metric, reason)."""
+
+
 class _Tally:
     """One filter call's rejections and counts."""
 
     __slots__ = (
+        "_pending",
+        "_reasons",
+        "_rejected",
         "check",
         "facts",
         "fail_closed",
@@ -637,8 +658,6 @@ class _Tally:
         "need",
         "place",
         "placed_without_room",
-        "reasons",
-        "rejected",
         "tight",
         "uncached",
         "unknown",
@@ -666,8 +685,13 @@ class _Tally:
         """When no node has room for the pod, the nodes that refused only for want of room
         pass it (``whenNoNodeHasRoom: place``)."""
         self.placed_without_room = False
-        self.rejected: dict[str, str] = {}
-        self.reasons: Tally[tuple[str, str]] = Tally()
+        self._rejected: dict[str, str] = {}
+        self._reasons: Tally[tuple[str, str]] = Tally()
+        self._pending: tuple[list[str], list[Standing | None], list[Refusal]] | None = None
+        """What :meth:`judge_all` found refused and has not yet put in :attr:`rejected` and
+        :attr:`reasons` (the names asked about, their standings, the refusals among them):
+        put in when either is first read, which an answer that passes some node does not
+        do, so it is done once the answer is written (:meth:`report`)."""
         self.unknown: Tally[tuple[str, str]] = Tally()
         self.uncached = 0
         self.tight: dict[str, tuple[str, str]] = {}
@@ -676,6 +700,40 @@ class _Tally:
         """What :meth:`judge_all` read of each node asked about, when the answer can be
         brought up to date from it (:meth:`patched`): not for a DaemonSet pod, nor with the
         pod's estimate (:meth:`fit_all`: whether any node has room depends on every one)."""
+
+    @property
+    def rejected(self) -> dict[str, str]:
+        """The nodes refused, and each one's message."""
+        if self._pending is not None:
+            self._settle()
+        return self._rejected
+
+    @rejected.setter
+    def rejected(self, rejected: dict[str, str]) -> None:
+        if self._pending is not None:
+            self._settle()
+        self._rejected = rejected
+
+    @property
+    def reasons(self) -> Tally[tuple[str, str]]:
+        """The nodes refused, counted by (metric, reason)."""
+        if self._pending is not None:
+            self._settle()
+        return self._reasons
+
+    @reasons.setter
+    def reasons(self, reasons: Tally[tuple[str, str]]) -> None:
+        if self._pending is not None:
+            self._settle()
+        self._reasons = reasons
+
+    def _settle(self) -> None:
+        assert self._pending is not None
+        names, standing, refused = self._pending
+        self._pending = None
+        messages = map(itemgetter(0), refused)
+        self._rejected.update(zip(compress(names, standing), messages, strict=True))
+        self._reasons.update(map(itemgetter(1), refused))
 
     def judge(self, name: str, verdict: Verdict | None) -> bool:
         """True if the node passes; records why not, and what was unknown."""
@@ -737,7 +795,7 @@ class _Tally:
         reason are the view's own, taken whole rather than rebuilt name by name (a copy is
         made before anything is added to them)."""
         standing = list(map(view.standing.get, names))
-        refused = list(filter(None, standing))
+        refused: list[Refusal] = list(filter(None, standing))  # type: ignore[arg-type]
         missing = (
             [n for n, s in zip(names, standing, strict=True) if s is None]
             if len(names) - standing.count(PASSES) - len(refused)
@@ -765,9 +823,8 @@ class _Tally:
                 self.rejected = view.frozen_refusals()
                 self.reasons = Tally(view.reason_counts)  # kept with the answer: a copy
             else:
-                messages = map(itemgetter(0), refused)
-                self.rejected.update(zip(compress(names, standing), messages, strict=True))
-                self.reasons.update(map(itemgetter(1), refused))
+                # put in :attr:`rejected` and :attr:`reasons` when first read (:attr:`_pending`)
+                self._pending = (names, standing, refused)
         if self.fail_closed and missing:
             self.rejected = dict(self.rejected)
             self.rejected.update((n, self.wording.not_cached(n)) for n in missing)
@@ -791,9 +848,9 @@ class _Tally:
         over ``names`` for the nodes passed."""
         facts = self.facts
         assert facts is not None
+        rejected, reasons = dict(self.rejected), Tally(self.reasons)  # settled before the copy
         tally = copy(self)
-        rejected = tally.rejected = dict(self.rejected)
-        reasons = tally.reasons = Tally(self.reasons)
+        tally.rejected, tally.reasons = rejected, reasons
         unknown = tally.unknown = Tally(self.unknown)
         standing = facts.standing.copy()
         unknowns = facts.unknowns.copy()

@@ -511,3 +511,67 @@ def test_unknown_values_are_counted_each_time_a_node_is_asked_about(rules: LoadR
     grew = grown(before, counted(decide))
     unknown = {k: v for k, v in grew.items() if "unknown" in k}
     assert unknown and set(unknown.values()) == {2.0}
+
+
+def test_refusals_gathered_after_the_answer_is_written_are_those_judged_name_by_name(
+    rules: LoadRules,
+) -> None:
+    """Served, the refusals of an answer that passes some node are gathered and counted once it
+    is written (the work the extender defers): until then nothing is counted; then each
+    request counts exactly the nodes it refused, including an answer patched from one whose
+    refusals were still to be gathered."""
+    nodes = [node(f"n{i}", 0.9 if i % 3 == 0 else 0.3) for i in range(12)]
+    cache = NodeLoadCache(rules)
+    cache.replace(nodes)
+    queued: list[Any] = []
+    decide = LoadAwareExtender(
+        rules=rules,
+        clock=Clock(),
+        metrics=ExtenderMetrics(),
+        node_cache=cache,
+        defer=queued.append,
+    )
+    window = [f"n{i}" for i in range(1, 12)]  # not every refused node: gathered name by name
+    answer = json.loads(raw_filter(decide, window))
+    assert answer["NodeNames"] and not answer.get("FailedAndUnresolvableNodes")
+    assert filtered_total(decide) == 0, "counted once the answer is written"
+    first = per_name(decide, window)
+    cache.apply("MODIFIED", node("n4", 0.95))  # in the window: the kept answer is patched
+    answer = json.loads(raw_filter(decide, window))
+    second = per_name(decide, window)
+    assert set(answer["NodeNames"]) == set(window) - set(second[0])
+    assert "n4" in second[0]
+    while queued:
+        queued.pop(0)()
+    expected = sum(first[1].values()) + sum(second[1].values())
+    assert filtered_total(decide) == expected
+    kept = decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None))  # noqa: SLF001
+    assert kept is not None
+    assert (kept.tally.rejected, dict(kept.tally.reasons)) == second
+
+
+def test_window_memo_frees_the_windows_it_drops_when_told() -> None:
+    """The served extender frees the windows a new answer pushes out once that answer is
+    written: until the release runs, what was dropped is held, and no longer kept."""
+    import weakref  # noqa: PLC0415
+
+    from extender.scheduling.node_view import NodeView  # noqa: PLC0415
+    from extender.scheduling.verbs import WindowMemo, every_change  # noqa: PLC0415
+
+    class Answer:
+        pass
+
+    view = NodeView()
+    view.verdicts.update({f"n{i}": None for i in range(4)})  # type: ignore[misc]
+    releases: list[Any] = []
+    memo = WindowMemo[Answer](every_change, names_kept=2, release=releases.append)
+    first = Answer()
+    gone = weakref.ref(first)
+    memo.put(view, "a", ["n0", "n1"], first)
+    del first
+    memo.put(view, "b", ["n2", "n3"], Answer())
+    assert memo.get(view, "a") is None
+    assert gone() is not None, "held until released"
+    assert len(releases) == 1
+    releases.pop()()
+    assert gone() is None
