@@ -6,6 +6,7 @@ as before; pipelined requests are answered in order; and the metrics count both 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from contextlib import ExitStack
@@ -18,6 +19,7 @@ import pytest
 from extender.scheduling.binding import Binder
 from extender.scheduling.routes import SchedulerVerbs
 from extender.scheduling.verbs import LoadAwareExtender
+from sandbox.capture import FIXTURES, fixture_dir, read_fixtures
 from tests.extender.test_slow_clients import filter_body, real_server
 
 PREEMPT = b'{"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNameToVictims":{}}'
@@ -76,6 +78,32 @@ def test_the_same_answers_as_through_the_app(through_app: list[str]) -> None:
     assert len(through_app) == len(app)
     assert direct == app
     assert [status for status, _, _ in direct] == [200, 200, 200, 400, 400, 400, 200, 400]
+
+
+def captured() -> list[tuple[str, str, bytes]]:
+    """Every body captured from each release's kube-scheduler: its name (verb-mode), the
+    verb's path and the body."""
+    calls = []
+    for version in sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()):
+        for name, body in read_fixtures(fixture_dir(version)).items():
+            calls.append((name, f"/{name.split('-')[0]}", json.dumps(body).encode()))
+    return calls
+
+
+def test_the_bodies_of_each_kube_scheduler_release_are_answered_as_through_the_app(
+    through_app: list[str],
+) -> None:
+    """What each release's kube-scheduler sends, in both node-cache modes, is answered here
+    as through the app, byte for byte (this server keeps no node cache: names-only bodies
+    get the app's answer for that)."""
+    bodies = captured()
+    assert len(bodies) >= 4 * 6
+    calls = [(path, body) for _, path, body in bodies]
+    direct = answers(direct=True, calls=calls)
+    assert through_app == []
+    assert direct == answers(direct=False, calls=calls)
+    for (name, _, _), (status, _, _) in zip(bodies, direct, strict=True):
+        assert status == (503 if name == "prioritize-names" else 200), name
 
 
 def raw_exchange(address: tuple[str, int], data: bytes, answers: int) -> list[bytes]:
