@@ -19,8 +19,9 @@ import pytest
 from extender.scheduling.binding import Binder
 from extender.scheduling.routes import SchedulerVerbs
 from extender.scheduling.verbs import LoadAwareExtender
-from sandbox.capture import FIXTURES, fixture_dir, read_fixtures
+from sandbox.capture import fixture_dir, read_fixtures
 from tests.extender.test_slow_clients import filter_body, real_server
+from tests.extender.test_versions_contract import VERSIONS
 
 PREEMPT = b'{"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNameToVictims":{}}'
 
@@ -84,7 +85,7 @@ def captured() -> list[tuple[str, str, bytes]]:
     """Every body captured from each release's kube-scheduler: its name (verb-mode), the
     verb's path and the body."""
     calls = []
-    for version in sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()):
+    for version in VERSIONS:
         for name, body in read_fixtures(fixture_dir(version)).items():
             calls.append((name, f"/{name.split('-')[0]}", json.dumps(body).encode()))
     return calls
