@@ -68,6 +68,8 @@ class ExtenderMetrics:
             ["verb"],
             registry=self.registry,
         )
+        self._answered: dict[tuple[str, int], tuple[Histogram, Counter]] = {}
+        """Per (verb, status), the children :meth:`answered` counts in, labelled once."""
         self.filter_kept = self.answers_kept.labels("filter")
         self.prioritize_kept = self.answers_kept.labels("prioritize")
         self.cached_nodes = Gauge(
@@ -133,6 +135,17 @@ class ExtenderMetrics:
             ["kind"],
             registry=self.registry,
         )
+
+    def answered(self, verb: str, status: int, seconds: float) -> None:
+        """One answer made: its time and its status code."""
+        children = self._answered.get((verb, status))
+        if children is None:
+            children = self._answered[verb, status] = (
+                self.request_seconds.labels(verb),
+                self.responses.labels(verb, str(status)),
+            )
+        children[0].observe(seconds)
+        children[1].inc()
 
     def count_filtered(self, tally: Tally[tuple[str, str]]) -> None:
         for (metric, reason), n in tally.items():

@@ -192,9 +192,7 @@ class SchedulerVerbs:
             status, payload = self._failed(verb, e)
             encoded = ENCODER.encode(payload)
         elapsed = time.perf_counter() - started
-        metrics = self._state.metrics
-        metrics.request_seconds.labels(verb).observe(elapsed)
-        metrics.responses.labels(verb, str(status)).inc()
+        self._state.metrics.answered(verb, status, elapsed)
         return status, encoded, f"extender;dur={elapsed * 1000:.3f}".encode()
 
     def _filter_now(self, body: bytes) -> tuple[int, Any]:
