@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import random
 import re
@@ -342,8 +343,11 @@ def report(
     by_kind = {kind: [b for b in batches if b.kind == kind] for kind in kinds}
     rates = {kind: [b.rate for b in batches] for kind, batches in by_kind.items()}
 
+    def ratios(kind: str, to: str) -> list[float]:
+        return [r / o for r, o in zip(rates[kind], rates[to], strict=True)]
+
     def median_ratio(kind: str, to: str) -> float:
-        return statistics.median(r / o for r, o in zip(rates[kind], rates[to], strict=True))
+        return statistics.median(ratios(kind, to))
 
     ratio = {kind: median_ratio(kind, "plain") for kind in kinds if kind != "plain"}
     of_minimal = median_ratio("loadsched", "minimal")
@@ -371,6 +375,12 @@ def report(
         f"  loadsched / minimal extender {of_minimal:.2f} (target ≥ {TARGET_OF_MINIMAL}: "
         f"{'met' if met_minimal else 'MISSED'}); loadsched / plain {ratio['loadsched']:.2f} "
         f"(target ≥ {TARGET_RATIO}: {'met' if met_plain else 'MISSED'})"
+    )
+    each = ratios("loadsched", "minimal")
+    low, high, cover = median_interval(each)
+    print(
+        f"  loadsched / minimal extender each round: {' '.join(f'{r:.2f}' for r in each)}; "
+        f"the ratio's median lies in {low:.2f}-{high:.2f} with {100 * cover:.0f} % confidence"
     )
     if VARIANT in kinds:
         print(
@@ -402,6 +412,24 @@ def report(
     ]
     print(f"    {'cores busy (CPU / wall)':<26}" + "".join(f"{c:11.2f}" for c in busy))
     return met_plain and met_minimal
+
+
+def median_interval(values: Sequence[float], least: float = 0.9) -> tuple[float, float, float]:
+    """A distribution-free interval for the median of what ``values`` sample: the k-th
+    smallest and k-th largest value, k as large as keeps the chance that the median lies
+    between them at ``least`` or more (the binomial sign test); with that chance. Rounds are
+    independent draws of one ratio, so the interval says how far this run's median may be from
+    the ratio itself; with few rounds it is their whole range."""
+    ordered, n = sorted(values), len(values)
+    if not n:
+        raise ValueError("no values")
+    low, high, cover = ordered[0], ordered[-1], 1 - 2 * 0.5**n
+    for k in range(2, n // 2 + 1):
+        outside = 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+        if 1 - outside < least:
+            break
+        low, high, cover = ordered[k - 1], ordered[n - k], 1 - outside
+    return low, high, cover
 
 
 def round_order(index: int, kinds: tuple[str, ...] = KINDS) -> tuple[str, ...]:

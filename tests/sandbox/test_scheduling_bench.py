@@ -1,6 +1,6 @@
 """bench/scheduling.py's rounds: each kind goes first as often as last."""
 
-from bench.scheduling import KINDS, PROCESS, TITLES, VARIANT, round_order
+from bench.scheduling import KINDS, PROCESS, TITLES, VARIANT, median_interval, round_order
 
 
 def test_rounds_take_the_kinds_in_turn_then_in_reverse() -> None:
@@ -18,3 +18,17 @@ def test_a_variant_runs_as_a_fourth_kind_in_turn_with_the_others() -> None:
     places = {kind: sum(round_order(i, kinds).index(kind) for i in range(2)) for kind in kinds}
     assert set(places.values()) == {3}
     assert set(PROCESS) == {"minimal", "loadsched", VARIANT} and set(TITLES) == set(kinds)
+
+
+def test_the_interval_for_the_median_is_the_widest_order_statistics_the_sign_test_allows() -> None:
+    # 8 rounds: the 2nd smallest and 2nd largest hold the median with 1 - 2 * 9/256
+    low, high, cover = median_interval([1.0, 0.8, 1.1, 0.9, 0.95, 1.05, 0.85, 1.2])
+    assert (low, high) == (0.85, 1.1) and cover == 1 - 18 / 256
+    # asked for more confidence, the whole range
+    assert median_interval([3.0, 1.0, 2.0, 4.0, 5.0, 6.0, 7.0, 8.0], least=0.95)[:2] == (1.0, 8.0)
+    # 2 rounds: their range, held with chance 1/2
+    assert median_interval([1.2, 0.9]) == (0.9, 1.2, 0.5)
+    # 20 rounds: the 6th from each end (P(Bin(20, 1/2) <= 5) = 0.0207)
+    values = [float(v) for v in range(20)]
+    low, high, cover = median_interval(values)
+    assert (low, high) == (5.0, 14.0) and abs(cover - 0.9586) < 1e-4
