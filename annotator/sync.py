@@ -16,7 +16,7 @@ from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NodeStore
 from annotator.patching import NodePatcher
 from annotator.prometheus import PrometheusClient, PrometheusError
-from shared.annotations import encode_hot_value, encode_metric
+from shared.annotations import format_timestamp, stamped_hot_value, stamped_metric
 from shared.errors import APIError, APIUnreachableError
 from shared.policy import HOT_VALUE_KEY, DynamicSchedulerPolicy
 
@@ -115,6 +115,7 @@ class AnnotationSync:
         index, names = self._nodes.index(), self._nodes.names()
         targets = set(only) if only is not None else set(names)
         writes: dict[str, dict[str, str | None]] = {}
+        stamp = format_timestamp(now, self._zone)  # every value of the round is stamped now
         for metric, series in zip(metric_syncs, results, strict=True):
             if series is None:
                 report.failed_metrics.append(metric.name)
@@ -135,7 +136,7 @@ class AnnotationSync:
                 )
             for node, value in matched.values.items():
                 if node in targets:
-                    writes.setdefault(node, {})[metric.name] = encode_metric(value, now, self._zone)
+                    writes.setdefault(node, {})[metric.name] = stamped_metric(value, stamp)
             self._metrics.last_success.labels(metric.name).set(now.timestamp())
         if with_hot:
             for node, encoded in self.hot_values(targets, now).items():
@@ -152,10 +153,11 @@ class AnnotationSync:
     def hot_values(self, nodes: Collection[str], now: datetime) -> dict[str, str]:
         """Encoded hot values for ``nodes`` that have bindings or were last written non-zero."""
         out: dict[str, str] = {}
+        stamp = format_timestamp(now, self._zone)
         for node in nodes:
             value = self.windows.hot_value(node, now)
             if value or self._hot_written.get(node):
-                out[node] = encode_hot_value(value, now, self._zone)
+                out[node] = stamped_hot_value(value, stamp)
         return out
 
     async def sync_hot_values(self, nodes: Collection[str] | None = None) -> int:

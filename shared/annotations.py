@@ -57,14 +57,25 @@ def format_timestamp(moment: datetime, zone: tzinfo = UTC) -> str:
 
 def encode_metric(value: float, moment: datetime, zone: tzinfo = UTC) -> str:
     """Encode a usage fraction. NaN and negative values are written as ``0.00000``."""
+    return stamped_metric(value, format_timestamp(moment, zone))
+
+
+def stamped_metric(value: float, stamp: str) -> str:
+    """:func:`encode_metric` with the timestamp already formatted (:func:`format_timestamp`):
+    an annotator round stamps every node's values with one moment, formatted once."""
     if math.isnan(value) or value < 0:
         value = 0.0
-    return f"{value:.5f},{format_timestamp(moment, zone)}"
+    return f"{value:.5f},{stamp}"
 
 
 def encode_hot_value(count: int, moment: datetime, zone: tzinfo = UTC) -> str:
     """Encode the integer hot value."""
-    return f"{max(count, 0)},{format_timestamp(moment, zone)}"
+    return stamped_hot_value(count, format_timestamp(moment, zone))
+
+
+def stamped_hot_value(count: int, stamp: str) -> str:
+    """:func:`encode_hot_value` with the timestamp already formatted."""
+    return f"{max(count, 0)},{stamp}"
 
 
 def parse_timestamp(text: str, zone: tzinfo = UTC) -> datetime | None:
