@@ -1,4 +1,5 @@
-"""bench/scheduling.py's rounds: each kind goes first as often as last."""
+"""bench/scheduling.py: each kind goes first as often as last; the interval it prints for the
+median of the rounds."""
 
 from bench.scheduling import KINDS, PROCESS, TITLES, VARIANT, median_interval, round_order
 
