@@ -7,7 +7,9 @@ The sandbox evaluates every rule group every 5 s instead of its shipped interval
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -51,11 +53,7 @@ class Prometheus:
                 "prometheus is not installed: run 'make setup' (Debian package prometheus)"
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
-        rules = yaml.safe_load(self.rules.read_text())
-        if self.rule_interval is not None:
-            for group in rules["groups"]:
-                group["interval"] = self.rule_interval
-        (self.workdir / "rules.yaml").write_text(yaml.safe_dump(rules))
+        self._write_rules()
         self.write_targets(targets)
         (self.workdir / "prometheus.yaml").write_text(
             yaml.safe_dump(
@@ -94,6 +92,39 @@ class Prometheus:
             guard=self.supervisor,
         )
 
+    def _write_rules(self) -> dict[str, float]:
+        """``rules.yaml``: :attr:`rules` with every group at :attr:`rule_interval`; each group's
+        name → its interval in seconds."""
+        rules = yaml.safe_load(self.rules.read_text())
+        if self.rule_interval is not None:
+            for group in rules["groups"]:
+                group["interval"] = self.rule_interval
+        (self.workdir / "rules.yaml").write_text(yaml.safe_dump(rules))
+        return {
+            group["name"]: _seconds(group.get("interval", SANDBOX_INTERVAL))
+            for group in rules["groups"]
+        }
+
+    def evaluate_every(self, interval: str | None) -> None:
+        """Evaluate every rule group every ``interval`` from now on (``None``: the file's own
+        intervals): rules rewritten, Prometheus reloaded (SIGHUP), and waited for until its
+        groups run at the new interval. The series recorded so far stay."""
+        self.rule_interval = interval
+        wanted = self._write_rules()
+        os.kill(self.process.pid, signal.SIGHUP)
+        wait_for(
+            lambda: self.rule_intervals() == wanted,
+            timeout=30,
+            what=f"prometheus to reload its rules (every {interval or 'interval in the file'})",
+            guard=self.supervisor,
+        )
+
+    def rule_intervals(self) -> dict[str, float]:
+        """Each loaded rule group's name → its interval in seconds, as Prometheus reports it."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=5) as response:  # noqa: S310 - loopback
+            groups = json.load(response)["data"]["groups"]
+        return {group["name"]: float(group["interval"]) for group in groups}
+
     def stop(self) -> None:
         if self.process is not None:
             self.supervisor.stop(self.process)
@@ -107,6 +138,11 @@ class Prometheus:
         return {
             r["metric"].get("instance", ""): float(r["value"][1]) for r in data["data"]["result"]
         }
+
+
+def _seconds(duration: str) -> float:
+    """A rules file's ``30s``, ``5m`` or ``1h`` in seconds."""
+    return float(duration[:-1]) * {"s": 1, "m": 60, "h": 3600}[duration[-1]]
 
 
 def _ok(url: str) -> bool:

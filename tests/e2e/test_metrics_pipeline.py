@@ -9,6 +9,7 @@ import pytest
 from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.prometheus import SANDBOX_INTERVAL
 from tests.e2e.conftest import NODES
 
 pytestmark = pytest.mark.e2e
@@ -49,3 +50,25 @@ def test_recording_rules_follow_the_exporter(stack: MetricsStack) -> None:
             timeout=30,
             what=f"{rule} for every node",
         )
+
+
+def test_rules_are_evaluated_at_a_new_interval_after_a_reload(stack: MetricsStack) -> None:
+    prometheus = stack.prometheus
+    recorded = set(prometheus.query("cpu_usage_avg_5m"))
+    assert recorded == {stack.instance(n) for n in NODES}
+    try:
+        # the annotator bench slows the sandbox's evaluation once every node is covered
+        prometheus.evaluate_every("1m")
+        assert set(prometheus.rule_intervals().values()) == {60.0}
+        assert set(prometheus.query("cpu_usage_avg_5m")) == recorded  # kept across the reload
+        prometheus.evaluate_every(None)  # the chart's own intervals
+        assert prometheus.rule_intervals() == {
+            "cpu_mem_usage_active": 30.0,
+            "cpu-usage-5m": 300.0,
+            "cpu-usage-1m": 60.0,
+            "mem-usage-5m": 300.0,
+            "mem-usage-1m": 60.0,
+        }
+    finally:
+        prometheus.evaluate_every(SANDBOX_INTERVAL)
+    assert set(prometheus.rule_intervals().values()) == {5.0}
