@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import random
 import re
@@ -52,6 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender import add_extender_args  # noqa: E402
+from bench.stats import median_interval  # noqa: E402
 from sandbox.build import ensure_minimal_extender  # noqa: E402
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
@@ -412,24 +412,6 @@ def report(
     ]
     print(f"    {'cores busy (CPU / wall)':<26}" + "".join(f"{c:11.2f}" for c in busy))
     return met_plain and met_minimal
-
-
-def median_interval(values: Sequence[float], least: float = 0.9) -> tuple[float, float, float]:
-    """A distribution-free interval for the median of what ``values`` sample: the k-th
-    smallest and k-th largest value, k as large as keeps the chance that the median lies
-    between them at ``least`` or more (the binomial sign test); with that chance. Rounds are
-    independent draws of one ratio, so the interval says how far this run's median may be from
-    the ratio itself; with few rounds it is their whole range."""
-    ordered, n = sorted(values), len(values)
-    if not n:
-        raise ValueError("no values")
-    low, high, cover = ordered[0], ordered[-1], 1 - 2 * 0.5**n
-    for k in range(2, n // 2 + 1):
-        outside = 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
-        if 1 - outside < least:
-            break
-        low, high, cover = ordered[k - 1], ordered[n - k], 1 - outside
-    return low, high, cover
 
 
 def round_order(index: int, kinds: tuple[str, ...] = KINDS) -> tuple[str, ...]:

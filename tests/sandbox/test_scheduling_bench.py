@@ -1,7 +1,8 @@
 """bench/scheduling.py: each kind goes first as often as last; the interval it prints for the
 median of the rounds."""
 
-from bench.scheduling import KINDS, PROCESS, TITLES, VARIANT, median_interval, round_order
+from bench.scheduling import KINDS, PROCESS, TITLES, VARIANT, round_order
+from bench.stats import median_interval
 
 
 def test_rounds_take_the_kinds_in_turn_then_in_reverse() -> None:
