@@ -24,8 +24,8 @@ median (the sign test); every ratio is printed.
 
 Beside the wall times: the client's CPU per patch (the benchmark process's during a round,
 queries and matching included; the Go program's own), the API server's and etcd's CPU per
-patch (the same work for both clients: a difference is the machine's), and the CPU the rest of
-the sandbox used meanwhile. Once the recording rules cover every node, Prometheus evaluates them
+patch (the same patches from either client), and the CPU the rest of the sandbox used
+meanwhile. Once the recording rules cover every node, Prometheus evaluates them
 every minute instead of the sandbox's 5 s, so that its work during the rounds is no larger
 than a production Prometheus's (which runs elsewhere). The Go program is built with the
 machine's Go into the cache, keyed by its source.
