@@ -24,11 +24,11 @@ median (the sign test); every ratio is printed.
 
 Beside the wall times: the client's CPU per patch (the benchmark process's during a round,
 queries and matching included; the Go program's own), the API server's and etcd's CPU per
-patch (the same patches from either client), and the CPU the rest of the sandbox used
-meanwhile. Once the recording rules cover every node, Prometheus evaluates them
-every minute instead of the sandbox's 5 s, so that its work during the rounds is no larger
-than a production Prometheus's (which runs elsewhere). The Go program is built with the
-machine's Go into the cache, keyed by its source.
+patch (the same patches from either client), and the CPU Prometheus and the rest of the
+sandbox used meanwhile; the ratios against the other protocol's floors too. Once the recording
+rules cover every node, Prometheus evaluates them every minute instead of the sandbox's 5 s, so
+that its work during the rounds is no larger than a production Prometheus's (which runs
+elsewhere). The Go program is built with the machine's Go into the cache, keyed by its source.
 
     .venv/bin/python bench/annotator.py [--nodes 5000] [--rounds 5] [--baseline-sample 200]
 """
@@ -183,12 +183,14 @@ SERVERS = ("kube-apiserver", "etcd")
 """The processes a patch is served by; every other child of the sandbox is background."""
 
 
-def server_cpu(before: dict[str, float], after: dict[str, float]) -> tuple[float, float]:
-    """CPU seconds the API server and etcd used between two readings, and the rest of the
-    sandbox's processes (controller manager, Prometheus, exporter)."""
+def server_cpu(before: dict[str, float], after: dict[str, float]) -> tuple[float, float, float]:
+    """CPU seconds used between two readings by the API server and etcd, by Prometheus (its
+    rule evaluations, and the annotator's queries in a round), and by the rest of the
+    sandbox's processes (controller manager, exporter)."""
     used = {name: after[name] - before.get(name, 0.0) for name in after}
     server = sum(used.get(name, 0.0) for name in SERVERS)
-    return server, sum(used.values()) - server
+    prometheus = used.get("prometheus", 0.0)
+    return server, prometheus, sum(used.values()) - server - prometheus
 
 
 def floor_ratios(walls: list[float], floors: dict[str, list[float]]) -> tuple[str, list[float]]:
@@ -265,7 +267,7 @@ async def measure(
         )
         print(
             f"{'strategy':<34} {'queries':>8} {'writes':>8} {'wall s':>8} {'CPU ms/patch':>13} "
-            f"{'server ms/patch':>16} {'others s':>9}"
+            f"{'server ms/patch':>16} {'Prometheus s':>13} {'others s':>9}"
         )
         floors_sent = 0
         bodies = box.workdir / "floor-bodies.txt"
@@ -279,13 +281,13 @@ async def measure(
             report = await sync.sync(jobs, with_hot=True)
             wall = time.perf_counter() - started
             per_patch = (time.process_time() - cpu) / max(patcher.writes, 1) * 1000
-            server, others = server_cpu(children, box.supervisor.cpu_seconds())
+            server, prom, others = server_cpu(children, box.supervisor.cpu_seconds())
             if report.failed_metrics or report.missing:
                 missing = sum(map(len, report.missing.values()))
                 print(f"  {label}: failed {report.failed_metrics}, missing {missing}")
             print(
                 f"{label:<34} {prometheus.queries:>8} {patcher.writes:>8} {wall:>8.2f} {per_patch:>13.3f} "
-                f"{server / max(patcher.writes, 1) * 1000:>16.3f} {others:>9.2f}"
+                f"{server / max(patcher.writes, 1) * 1000:>16.3f} {prom:>13.2f} {others:>9.2f}"
             )
             if patcher.first_write is not None:
                 print(f"  (queries and matching: {patcher.first_write - started:.2f} s)")
@@ -303,12 +305,12 @@ async def measure(
                 wall, cpu = await run_floor(
                     floor, box.kubeconfig, bodies, http2=protocol == "HTTP/2"
                 )
-                server, others = server_cpu(children, box.supervisor.cpu_seconds())
+                server, prom, others = server_cpu(children, box.supervisor.cpu_seconds())
                 name = f"floor, Go {protocol}, {label}"
                 count = len(report.annotations)
                 print(
                     f"{name:<34} {'-':>8} {count:>8} {wall:>8.2f} {cpu / count * 1000:>13.3f} "
-                    f"{server / count * 1000:>16.3f} {others:>9.2f}"
+                    f"{server / count * 1000:>16.3f} {prom:>13.2f} {others:>9.2f}"
                 )
                 sent[protocol] = wall
             return sent
@@ -357,6 +359,13 @@ async def measure(
             + ", ".join(f"{p} median {statistics.median(floors_by[p]):.2f} s" for p in PROTOCOLS)
             + f"; the floor is {protocol}"
         )
+        for other in PROTOCOLS:
+            if other != protocol:
+                each = [wall / floor for wall, floor in zip(walls, floors_by[other], strict=True)]
+                print(
+                    f"round / floor ({other}, not judged): {', '.join(f'{r:.2f}x' for r in each)} "
+                    f"(median {statistics.median(each):.2f}x)"
+                )
         print(
             f"round / floor ({protocol}): {', '.join(f'{r:.2f}x' for r in ratios)} "
             f"(median {median:.2f}x, worst {max(ratios):.2f}x; the ratio's median lies in "
