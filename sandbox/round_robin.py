@@ -28,7 +28,7 @@ class RoundRobin:
         self._next = 0
         self.port = 0
         self.served: Counter[int] = Counter()
-        """Requests answered, per backend port."""
+        """Requests answered (the backend's answer begun), per backend port."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
@@ -95,10 +95,15 @@ class RoundRobin:
             try:
                 writer.write(request)
                 await writer.drain()
+                answered = False
                 while chunk := await reader.read(64 * 1024):
+                    if not answered:
+                        # counted before the client can see any of the answer: once it has
+                        # all of it, the balancer may be closed before the backend's EOF
+                        self.served[port] += 1
+                        answered = True
                     client.write(chunk)
                     await client.drain()
-                self.served[port] += 1
             finally:
                 await self._close(writer)
             return
