@@ -193,11 +193,16 @@ def server_cpu(before: dict[str, float], after: dict[str, float]) -> tuple[float
     return server, prometheus, sum(used.values()) - server - prometheus
 
 
-def floor_ratios(walls: list[float], floors: dict[str, list[float]]) -> tuple[str, list[float]]:
-    """The protocol whose floors have the lowest median, and each round's wall over that
-    protocol's floor sent beside it (``floors[protocol][i]`` beside ``walls[i]``)."""
+def floor_ratios(
+    walls: list[float], floors: dict[str, list[float]]
+) -> tuple[str, dict[str, list[float]]]:
+    """The protocol judged, the one whose floors have the lowest median; and for each protocol,
+    each round's wall over its floor sent beside it (``floors[protocol][i]`` beside ``walls[i]``)."""
     protocol = min(floors, key=lambda p: statistics.median(floors[p]))
-    return protocol, [wall / floor for wall, floor in zip(walls, floors[protocol], strict=True)]
+    return protocol, {
+        name: [wall / floor for wall, floor in zip(walls, sent, strict=True)]
+        for name, sent in floors.items()
+    }
 
 
 def nodes(count: int) -> list[NodeSpec]:
@@ -331,7 +336,8 @@ async def measure(
             walls.append(wall)
             for protocol, floor_wall in sent.items():
                 floors_by[protocol].append(floor_wall)
-        protocol, ratios = floor_ratios(walls, floors_by)
+        protocol, ratios_by = floor_ratios(walls, floors_by)
+        ratios = ratios_by[protocol]
         worst = max(walls)
         subset = random.Random(5).sample(specs, min(sample, len(specs)))
         prometheus.queries = patcher.writes = 0
@@ -361,7 +367,7 @@ async def measure(
         )
         for other in PROTOCOLS:
             if other != protocol:
-                each = [wall / floor for wall, floor in zip(walls, floors_by[other], strict=True)]
+                each = ratios_by[other]
                 print(
                     f"round / floor ({other}, not judged): {', '.join(f'{r:.2f}x' for r in each)} "
                     f"(median {statistics.median(each):.2f}x)"
