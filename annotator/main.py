@@ -72,7 +72,8 @@ class Annotator:
         if not self.settings.elastic_quota:
             self.pod_reflector = self._bound_pod_watch(bindings)
             return
-        ledger = QuotaLedger()
+        # it reads the reservations too: the extender's admissions and its own promises
+        ledger = QuotaLedger(shared_admission=True)
         self.quotas = self._quota_controller(ledger)
         # every pod: bound ones for hot values and quota use, unschedulable ones for reclaim
         self.pod_reflector = self._pod_watch(

@@ -18,8 +18,12 @@ victims (at most ``eviction_wait_seconds``; a victim may take its grace period t
 the last one's effect. The waiting pod is nominated to the node before its victims are
 evicted (``status.nominatedNodeName``, as kube-scheduler's own preemption does), so the
 scheduler keeps the freed room for it instead of handing it to a pod of equal or lower
-priority, and its quota use counts at once; the nomination is re-asserted for
-``in_flight_seconds`` (kube-scheduler clears it whenever an attempt fails). A pod still
+priority; the nomination is re-asserted for ``in_flight_seconds`` (kube-scheduler clears it
+whenever an attempt fails). Before either, the freed room is *promised* to the pod on its
+ElasticQuota (a reservation at the pod's priority, until it is bound or gone, at most
+``in_flight_seconds``): the extender's admission and this controller's own plans count it
+against every pod of that priority or lower, whatever became of the nomination, so the room
+goes to the pod it was freed for, first come first served. A pod still
 waiting is planned again on every pass: once its room is there it needs nothing (it is not
 counted against itself), and if another pod took that room it gets new victims.
 Evictions are rate-limited (a token bucket), every step is recorded as an Event on the
@@ -51,10 +55,13 @@ from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity, parse_resources, to_quantity
 from shared.quota_ledger import QuotaLedger
 from shared.reclaim import Preemptor, ReclaimPlan, Rules, plan_reclaim
+from shared.reserving import write_reservation
 
 logger = logging.getLogger(__name__)
 
 QUOTA_API = "scheduling.x-k8s.io/v1alpha1"
+PROMISE_ATTEMPTS = 8
+"""Writes of one promise raced by other writers of its ElasticQuota before the pass gives up."""
 
 
 class WaitingPods:
@@ -231,6 +238,28 @@ class QuotaController:
         except LoadschedError as e:
             logger.warning("pod/%s: not nominated to node/%s: %s", pod.key, node, e)
 
+    async def _promise(self, pod: Pod, request: ResourceList) -> bool:
+        """Record on the pod's ElasticQuota that the room about to be freed is its own, for
+        ``in_flight_seconds`` (a reservation at its priority, read by every extender replica
+        and by this controller); ``False`` if it could not be written (nothing is evicted)."""
+        ledger = self.ledger
+        for _ in range(PROMISE_ATTEMPTS):
+            target = ledger.reservation_patch(
+                pod, request, seconds=self._in_flight_seconds, promise=True
+            )
+            if target is None:
+                break
+            try:
+                if await write_reservation(
+                    self._kube, ledger, target, what=f"promise pod/{pod.key}", retry=self._retry
+                ):
+                    return True
+            except LoadschedError as e:
+                logger.warning("pod/%s: reclaim deferred: room not promised: %s", pod.key, e)
+                return False
+        logger.warning("pod/%s: reclaim deferred: room not promised", pod.key)
+        return False
+
     def _evictions_pending(self) -> bool:
         """True while the last plan's victims are still counted: a plan made now would see
         neither them gone nor its waiting pod nominated, and take more than needed."""
@@ -267,7 +296,7 @@ class QuotaController:
                 node_selector=pod.spec.nodeSelector or {},
                 tolerations=tolerations_of(pod.spec.tolerations),
             )
-            rules = Rules.of(preemptor, ledger.state(without=uid))
+            rules = Rules.of(preemptor, ledger.state(without=uid, priority=pod.priority))
             if not rules.reclaiming:
                 continue
             nodes = self._nodes.capacity  # those the pod may not go to are skipped by the plan
@@ -301,8 +330,11 @@ class QuotaController:
             f"within its elastic quota min ({describe(request)} requested on node {plan.node})",
         )
         if not self._dry_run:
-            # nominated first: kube-scheduler keeps the node's room for it, and the pod's
-            # quota use counts at once, so no borrower's new pod takes back what is freed
+            # promised first, on its ElasticQuota: the extender counts the room as the pod's
+            # until it is bound or gone, so no other pod of its priority or lower takes it
+            if not await self._promise(pod, request):
+                return
+            # and nominated: kube-scheduler keeps the node's room for it
             await self._nominate(pod, plan.node)
         evicted: set[str] = set()
         for victim in plan.victims:

@@ -8,7 +8,8 @@ does not learn the node kube-scheduler picks) until the watch shows them bound, 
 would each be judged against usage that does not yet include the ones before it.
 Pure: no I/O; the watches feed :attr:`QuotaLedger.pod_store` and :attr:`QuotaLedger.quota_store`.
 
-With ``shared_admission`` (the extender: replicas behind one Service), an assumption is also
+With ``shared_admission`` (the extender: replicas behind one Service; and the reclaim
+controller, which reads what they record), an assumption is also
 written on the namespace's ElasticQuota object, in the annotation :data:`ADMITTED_ANNOTATION`
 (``{"<uid>": [<until, Unix seconds>, {"cpu": "100m", ...}]}``), by a patch guarded by the
 object's resourceVersion (:mod:`extender.scheduling.quota_gate`): every replica's quota watch
@@ -16,6 +17,12 @@ brings the others' admissions, and a decision is counted against them. A reserva
 until its deadline while this ledger does not count the pod itself (not seen bound yet, not
 seen gone); it is dropped from the annotation only once past its deadline, never because
 one replica has seen the pod bound (another may not have yet).
+
+The reclaim controller records its *promises* there too: room it freed for a waiting pod,
+with that pod's priority, until the pod is bound or gone or the deadline passes. A promise
+holds against pods of the same or lower priority (the first come is served first) and not
+against a higher one, so it survives kube-scheduler clearing the pod's nomination after a
+failed attempt.
 """
 
 from __future__ import annotations
@@ -221,12 +228,13 @@ class QuotaLedger:
 
     # -- decisions --------------------------------------------------------------------------
 
-    def state(self, *, without: str = "") -> QuotaState:
+    def state(self, *, without: str = "", priority: int | None = None) -> QuotaState:
         """Quota use now, as if pod ``without`` (a UID) were not counted: the pod a decision
-        is about is never counted against itself (it may be nominated, or assumed)."""
+        is about is never counted against itself (it may be nominated, or assumed).
+        ``priority``: that pod's, which promises of a lower priority do not hold against."""
         self.expire_assumed()
         used, pool_used = self.used, self.pool_used
-        reserved = self.reserved(without=without) if self.reservations else {}
+        reserved = self.reserved(without=without, priority=priority) if self.reservations else {}
         if reserved:
             used = dict(used)
             pool: ResourceList = dict(pool_used)
@@ -238,9 +246,12 @@ class QuotaLedger:
         own = self.pods.get(without) if without else None
         return state if own is None else state.without(own.namespace, own.request)
 
-    def reserved(self, *, without: str = "") -> dict[str, ResourceList]:
-        """Per namespace, what other replicas' live reservations hold that this ledger does
-        not count itself (pods it has not seen placed, nor gone)."""
+    def reserved(
+        self, *, without: str = "", priority: int | None = None
+    ) -> dict[str, ResourceList]:
+        """Per namespace, what live reservations (other replicas' admissions, the reclaim
+        controller's promises of at least ``priority``) hold that this ledger does not count
+        itself (pods it has not seen placed, nor gone)."""
         now = self._wall_clock()
         found: dict[str, ResourceList] = {}
         for namespace, entries in self.reservations.items():
@@ -253,14 +264,24 @@ class QuotaLedger:
                 and uid != without
                 and uid not in self.pods
                 and uid not in self._gone
+                and r.holds_against(priority)
             ]
             if held:
                 found[namespace] = add(*held)
         return found
 
-    def reservation_patch(self, pod: Pod, request: ResourceList) -> ReservationPatch | None:
-        """The patch recording ``pod``'s admission on its namespace's ElasticQuota (the
-        reservations still live, and this one); ``None`` without a quota object."""
+    def reservation_patch(
+        self,
+        pod: Pod,
+        request: ResourceList,
+        *,
+        seconds: float | None = None,
+        promise: bool = False,
+    ) -> ReservationPatch | None:
+        """The patch recording ``pod``'s admission (or, with ``promise``, the room reclaimed
+        for it, at its priority) on its namespace's ElasticQuota for ``seconds`` (default:
+        ``assume_seconds``), with the reservations still live; ``None`` without a quota
+        object."""
         namespace = pod.metadata.namespace
         quota = self.quotas.get(namespace)
         if quota is None:
@@ -271,7 +292,9 @@ class QuotaLedger:
         obj = self.objects[key]
         now = self._wall_clock()
         live = {uid: r for uid, r in reservations_of(obj).items() if r.until > now}
-        live[pod.metadata.uid] = Reservation(now + self._assume_seconds, quota.governed(request))
+        until = now + (self._assume_seconds if seconds is None else seconds)
+        priority = pod.priority if promise else None
+        live[pod.metadata.uid] = Reservation(until, quota.governed(request), priority)
         body = {
             "metadata": {
                 "resourceVersion": obj.metadata.resourceVersion,
@@ -302,7 +325,7 @@ class QuotaLedger:
         namespace = pod.metadata.namespace
         if namespace not in self.quotas:
             return Admission(True, rule="no-quota")
-        state = self.state(without=pod.metadata.uid)
+        state = self.state(without=pod.metadata.uid, priority=pod.priority)
         decision = state.admit(namespace, request)
         if decision.admitted:
             return decision

@@ -1,5 +1,6 @@
-"""The ElasticQuota object as the quota watches decode it, and the admissions extender
-replicas record on it (:data:`ADMITTED_ANNOTATION`, see :mod:`shared.quota_ledger`). Pure."""
+"""The ElasticQuota object as the quota watches decode it, and the reservations recorded on
+it (:data:`ADMITTED_ANNOTATION`, see :mod:`shared.quota_ledger`): the admissions extender
+replicas make, and the room the reclaim controller frees for a waiting pod. Pure."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from shared.quantity import ResourceList, parse_resources, to_quantity
 logger = logging.getLogger(__name__)
 
 ADMITTED_ANNOTATION = "loadsched.io/admitted"
-"""On an ElasticQuota: the pods extender replicas admitted and may not have seen bound yet."""
+"""On an ElasticQuota: the pods extender replicas admitted and may not have seen bound yet,
+and the pods the reclaim controller freed room for (``{"<uid>": [<until>, {...}]}``, a
+promise with its pod's priority as a third element)."""
 
 
 class QuotaStatus(msgspec.Struct, gc=False):
@@ -36,11 +39,21 @@ QUOTA_DECODER = msgspec.json.Decoder(QuotaObject)
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """A pod admitted by some replica, as written on its namespace's ElasticQuota."""
+    """A pod admitted by some replica, or promised reclaimed room, as written on its
+    namespace's ElasticQuota."""
 
     until: float
     """Wall-clock deadline, Unix seconds."""
     request: ResourceList
+    priority: int | None = None
+    """A promise: the reclaim controller freed this room for a waiting pod of this priority.
+    It holds against pods of that priority or lower (first come, first served), not against
+    a higher one, as CapacityScheduling counts nominated pods. ``None``: an admission, which
+    holds against every pod."""
+
+    def holds_against(self, priority: int | None) -> bool:
+        """Does this reservation count for a decision about a pod of ``priority``?"""
+        return self.priority is None or priority is None or self.priority >= priority
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +79,13 @@ def reservations_of(obj: QuotaObject) -> dict[str, Reservation]:
     found: dict[str, Reservation] = {}
     for uid, entry in entries.items() if isinstance(entries, dict) else ():
         try:
-            until, request = entry
-            found[uid] = Reservation(float(until), parse_resources(request, where=uid))
+            until, request, *promise = entry
+            priority = None
+            if promise:
+                (priority,) = promise
+                if not isinstance(priority, int) or isinstance(priority, bool):
+                    continue
+            found[uid] = Reservation(float(until), parse_resources(request, where=uid), priority)
         except (TypeError, ValueError):
             continue
     return found
@@ -75,12 +93,16 @@ def reservations_of(obj: QuotaObject) -> dict[str, Reservation]:
 
 def encode_reservations(reservations: dict[str, Reservation]) -> str:
     return json.dumps(
-        {
-            uid: [round(r.until, 3), {k: to_quantity(v) for k, v in r.request.items()}]
-            for uid, r in reservations.items()
-        },
+        {uid: _entry(r) for uid, r in reservations.items()},
         separators=(",", ":"),
     )
+
+
+def _entry(r: Reservation) -> list[Any]:
+    entry: list[Any] = [round(r.until, 3), {k: to_quantity(v) for k, v in r.request.items()}]
+    if r.priority is not None:
+        entry.append(r.priority)
+    return entry
 
 
 def is_older(obj: QuotaObject, current: QuotaObject | None) -> bool:

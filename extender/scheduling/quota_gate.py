@@ -41,26 +41,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 import httpx
-import msgspec
 
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.wire import MetaPod, MetaVictims, PodInfo
 from shared.errors import (
-    APIConflictError,
     APIError,
     APIForbiddenError,
     APINotFoundError,
     APIUnreachableError,
     LoadschedError,
 )
-from shared.kube import fetching, patching
-from shared.kube.paths import ELASTIC_QUOTAS
 from shared.kube.requesting import DEFAULT_RETRY
 from shared.kube.retrying import RetryPolicy
 from shared.quantity import ResourceList
 from shared.quota import Admission
-from shared.quota_ledger import ASSUMED, QUOTA_DECODER, PodUsage, QuotaLedger
+from shared.quota_ledger import ASSUMED, PodUsage, QuotaLedger
 from shared.reclaim import Preemptor, Rules, victims_on_node
+from shared.reserving import write_reservation
 
 logger = logging.getLogger(__name__)
 
@@ -147,25 +144,10 @@ class QuotaGate:
                     logger.info("pod/%s: %s", pod.key, decision.message)
                 return decision
             try:
-                written = await patching.patch(
-                    client,
-                    ELASTIC_QUOTAS,
-                    target.name,
-                    target.body,
-                    namespace=target.namespace,
-                    what=f"elasticquota/{target.namespace}/{target.name}: admit pod/{pod.key}",
-                    retry=self._retry,
-                )
-            except APIConflictError:
-                written = await fetching.get(
-                    client,
-                    ELASTIC_QUOTAS,
-                    target.name,
-                    namespace=target.namespace,
-                    retry=self._retry,
-                )
-                self._learn(written)
-                continue
+                if not await write_reservation(
+                    client, ledger, target, what=f"admit pod/{pod.key}", retry=self._retry
+                ):
+                    continue
             except (APIForbiddenError, APINotFoundError) as e:
                 if target.namespace not in self._unrecorded:
                     self._unrecorded.add(target.namespace)
@@ -179,18 +161,9 @@ class QuotaGate:
             except (APIError, APIUnreachableError) as e:
                 ledger.forget(uid)
                 return Admission(False, f"elastic quota: admission not recorded: {e}")
-            self._learn(written)
             return decision
         ledger.forget(uid)
         return Admission(False, "elastic quota: admission raced by other replicas; retrying")
-
-    def _learn(self, content: bytes) -> None:
-        try:
-            obj = QUOTA_DECODER.decode(content)
-        except msgspec.DecodeError as e:
-            logger.warning("elasticquota: unreadable answer: %s", e)
-            return
-        self.ledger.set_quota_objects([obj], replace=False)
 
     # -- preempt ----------------------------------------------------------------------------
 
@@ -204,7 +177,7 @@ class QuotaGate:
             return None
         preemptor = Preemptor(uid, namespace, pod.priority, self.request_of(pod))
         going = self._going({victim for default, _ in proposed.values() for victim in default})
-        state = ledger.state(without=uid)
+        state = ledger.state(without=uid, priority=pod.priority)
         for victim in going:
             state = state.without(victim.namespace, victim.request)
         rules = Rules.of(preemptor, state)

@@ -1,6 +1,7 @@
 """The elastic-quota controller against a recording fake API (evictions, events, status)."""
 
 import asyncio
+import copy
 import json
 from fractions import Fraction
 from typing import Any
@@ -21,15 +22,35 @@ from tests.quota_objects import elastic_quota, quota_pod
 
 pytestmark = pytest.mark.anyio
 
+QUOTAS = "/apis/scheduling.x-k8s.io/v1alpha1"
+
 
 class FakeAPI:
-    def __init__(self, eviction_status: int = 201) -> None:
+    def __init__(self, eviction_status: int = 201, quota_status: int = 200) -> None:
         self.requests: list[tuple[str, str, Any]] = []
         self.eviction_status = eviction_status
+        self.quota_status = quota_status
+        self.quotas: dict[str, dict[str, Any]] = {}
+        """ElasticQuota objects by path: a patch of one is answered with the object patched
+        (its annotations merged, its resourceVersion the next), as the API server does."""
+
+    def serve_quotas(self, quotas: list[dict[str, Any]]) -> None:
+        for q in quotas:
+            meta = q["metadata"]
+            path = f"{QUOTAS}/namespaces/{meta['namespace']}/elasticquotas/{meta['name']}"
+            self.quotas[path] = copy.deepcopy(q)
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content) if request.content else None
         self.requests.append((request.method, request.url.path, body))
+        quota = self.quotas.get(request.url.path)
+        if quota is not None and request.method == "PATCH":
+            if self.quota_status != 200:
+                return httpx.Response(self.quota_status, json={"code": self.quota_status})
+            meta = quota["metadata"]
+            meta.setdefault("annotations", {}).update(body["metadata"]["annotations"])
+            meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 1) + 1)
+            return httpx.Response(200, json=quota)
         if request.url.path.endswith("/eviction"):
             if self.eviction_status == 429:
                 return httpx.Response(
@@ -90,11 +111,12 @@ def story(
     nodes: list[Any] | None = None,
     metrics: AnnotatorMetrics | None = None,
 ) -> QuotaController:
-    ledger = QuotaLedger()
+    ledger = QuotaLedger(shared_admission=True, wall_clock=clock or Clock())
     quotas = quotas or [
         elastic_quota("a", min={"cpu": 6}, max={"cpu": 10}),
         elastic_quota("b", min={"cpu": 12}, max={"cpu": 14}),
     ]
+    api.serve_quotas(quotas)
     ledger.quota_store.replace([QUOTA_DECODER.decode(msgspec.json.encode(q)) for q in quotas])
     if pods is None:
         pods = [
@@ -214,15 +236,67 @@ async def test_reclaim_gives_a_lender_its_guarantee_back_while_nodes_have_room()
     )
     await controller.reclaim()
     # a's newest job pod (on n2) is enough for the pool; the pod goes to n3, where it fits.
-    # It is nominated first, so its use counts before the room is freed.
+    # The room is promised to it and it is nominated first, so its use counts before the
+    # room is freed.
     writes = [(m, p) for m, p, _ in api.requests if m != "POST" or "/events" not in p]
     assert writes == [
+        ("PATCH", f"{QUOTAS}/namespaces/b/elasticquotas/quota"),
         ("PATCH", "/api/v1/namespaces/b/pods/job-2/status"),
         ("POST", "/api/v1/namespaces/a/pods/extra/eviction"),
     ]
     nominations = [b for _, p, b in api.requests if p.endswith("/pods/job-2/status")]
     assert nominations[0]["status"] == {"nominatedNodeName": "n3"}
     assert "a/extra on node n2" in api.events()[0][2] and "on node n3" in api.events()[0][2]
+
+
+async def test_the_room_freed_goes_to_the_pod_it_was_freed_for() -> None:
+    """b (min 12, using 3) waits with job-2 (6 CPU) while a borrows; then b's job-3 (4 CPU),
+    of the same priority, waits too: with job-2's room it would borrow, without it not. kube-scheduler clears job-2's nomination after a failed attempt:
+    the promise on b's ElasticQuota still holds job-2's room, first come first served."""
+    api = FakeAPI()
+    clock = Clock()
+    extra = pod("extra", "a", 2, node="n2", created="2026-11-22T10:02:00Z")
+    job_2 = pod("job-2", "b", 6, unschedulable=True, created="2026-11-22T10:03:00Z")
+    controller = story(
+        api, clock=clock, extra_pods=[extra, job_2], nodes=[node("n1"), node("n2"), node("n3")]
+    )
+    await controller.reclaim()
+    ledger = controller.ledger
+    (patch,) = [b for _, p, b in api.requests if p.endswith("/elasticquotas/quota")]
+    promise = json.loads(patch["metadata"]["annotations"]["loadsched.io/admitted"])
+    assert promise == {"uid-b-job-2": [1060.0, {"cpu": "6"}, 0]}
+    # the victim is gone; job-2's nomination was cleared by a failed attempt
+    ledger.pod_store.apply("DELETED", extra)
+    ledger.pod_store.apply("MODIFIED", job_2)
+    job_3 = pod("job-3", "b", 4, unschedulable=True, created="2026-11-22T10:04:00Z")
+    ledger.pod_store.apply("ADDED", job_3)
+    controller.waiting.apply("ADDED", job_3)
+    refused = ledger.admit(job_3, job_3.request())
+    assert not refused.admitted and "borrowed beyond" in (refused.message or "")
+    assert ledger.admit(job_2, job_2.request()).admitted
+    # a pod of higher priority is not held back by it (CapacityScheduling's nominated pods)
+    urgent = pod("urgent", "b", 4, priority=100)
+    assert ledger.admit(urgent, urgent.request()).admitted
+    # the controller takes nothing more for job-3: job-2's room is not job-3's to reclaim
+    api.requests.clear()
+    await controller.reclaim()
+    assert api.paths("/eviction") == []
+    # job-2 bound: the promise holds nothing more, and job-3 is judged on what is used
+    ledger.pod_store.apply("MODIFIED", pod("job-2", "b", 6, node="n3"))
+    assert ledger.reserved(without=job_3.metadata.uid, priority=0) == {}
+    # unbound past its deadline, it would have lapsed as well
+    ledger.pod_store.apply("MODIFIED", job_2)
+    assert ledger.reserved(priority=0) == {"b": {"cpu": Fraction(6)}}
+    clock.now += 61
+    assert ledger.reserved(priority=0) == {}
+
+
+async def test_no_eviction_when_the_room_cannot_be_promised() -> None:
+    api = FakeAPI(quota_status=403)
+    controller = story(api, extra_pods=[pod("job-2", "b", 5, unschedulable=True)])
+    await controller.reclaim()
+    assert api.paths("/eviction") == [] and api.paths("/pods/job-2/status") == []
+    assert len(api.paths("/elasticquotas/quota")) == 1
 
 
 async def test_reclaim_takes_from_a_borrower_in_any_resource() -> None:
