@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit e2e setup lint bench bench-quality bench-reliability serve image clean matrix
+.PHONY: demo test unit unit-packages e2e setup lint bench bench-quality bench-reliability serve image clean matrix
 
 ## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
 demo: setup
@@ -20,9 +20,13 @@ $(STAMP): pyproject.toml
 ## test: lint, unit tests, then the end-to-end tests on a real control plane (sets up everything)
 test: lint unit e2e
 
-## unit: the tests that need no cluster
-unit: $(STAMP)
+## unit: the tests that need no cluster (installs the Debian packages they run)
+unit: $(STAMP) unit-packages
 	$(BIN)/pytest -m "not e2e"
+
+## unit-packages: the Debian packages the unit tests run (prometheus, for promtool), when missing
+unit-packages:
+	scripts/install-packages.sh unit
 
 ## e2e: the end-to-end tests (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, Prometheus)
 e2e: setup
@@ -32,7 +36,7 @@ e2e: setup
 matrix: setup
 	$(BIN)/python scripts/matrix.py
 
-## setup: Debian packages (etcd-server, prometheus) and the Kubernetes build, when missing
+## setup: the sandbox's Debian packages (etcd-server, prometheus, postgresql, chromium), the Kubernetes and helm builds, when missing
 setup: $(STAMP)
 	PYTHON=$(BIN)/python scripts/setup-sandbox.sh
 
