@@ -45,6 +45,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy scripts
 	$(BIN)/lint-imports
 
 ## bench: benchmarks under bench/

@@ -126,33 +126,7 @@ if [ -n "$python" ]; then
       cert=*) pip_cert="${setting#cert=}" ;;
       *) build_args+=(--build-arg "$setting") ;;
     esac
-  done < <("$python" - <<'EOF'
-import ast, subprocess, sys
-
-listed = subprocess.run(
-    [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
-).stdout
-names = {
-    "index-url": "PIP_INDEX_URL",
-    "extra-index-url": "PIP_EXTRA_INDEX_URL",
-    "trusted-host": "PIP_TRUSTED_HOST",
-    "timeout": "PIP_DEFAULT_TIMEOUT",
-    "default-timeout": "PIP_DEFAULT_TIMEOUT",
-    "cert": "cert",
-}
-rank = {"global": 0, "install": 1, ":env:": 2}  # pip's own precedence
-found = {}
-for line in listed.splitlines():
-    key, _, value = line.partition("=")
-    section, _, option = key.rpartition(".")
-    if option in names and section in rank:
-        name = names[option]
-        if rank[section] >= found.get(name, (-1, ""))[0]:
-            found[name] = (rank[section], " ".join(str(ast.literal_eval(value)).split()))
-for name, (_, value) in found.items():
-    sys.stdout.write(f"{name}={value}\0")
-EOF
-)
+  done < <("$python" scripts/pip_settings.py)
 fi
 # The CA bundle pip trusts here (its `cert`, else the system's) becomes the build's system bundle.
 volumes=()
