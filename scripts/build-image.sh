@@ -2,7 +2,10 @@
 # Build loadsched's image from the Dockerfile with podman, on a Debian machine that reaches
 # package registries but no image registry (as root: podman runs rootful here).
 #
-#   scripts/build-image.sh [--tag REF] [--iidfile FILE] [--rebuild-base]
+#   scripts/build-image.sh [--tag REF] [--iidfile FILE] [--rebuild-base] [--base-only]
+#
+# --base-only builds (or finds) the base alone and prints its tag on stdout, the only line there
+# (scripts/fresh-check.sh runs the tests in a container of it).
 #
 # The Dockerfile's base (ARG PYTHON) is then a local image of Debian bookworm with its python3,
 # built once per machine from Debian's packages (mmdebstrap) and kept as
@@ -22,14 +25,18 @@ cd "$(dirname "$0")/.."
 TAG=localhost/loadsched:dev
 IIDFILE=""
 REBUILD_BASE=0
+BASE_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --tag) TAG="$2"; shift 2 ;;
     --iidfile) IIDFILE="$2"; shift 2 ;;
     --rebuild-base) REBUILD_BASE=1; shift ;;
-    *) echo "usage: $0 [--tag REF] [--iidfile FILE] [--rebuild-base]" >&2; exit 2 ;;
+    --base-only) BASE_ONLY=1; shift ;;
+    *) echo "usage: $0 [--tag REF] [--iidfile FILE] [--rebuild-base] [--base-only]" >&2; exit 2 ;;
   esac
 done
+# with --base-only, stdout carries the base's tag alone: everything else goes to stderr
+[ "$BASE_ONLY" -eq 0 ] || exec 3>&1 1>&2
 
 fail() { echo "build-image: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || fail "run as root (podman builds rootful here): sudo $0"
@@ -107,6 +114,10 @@ else
     rm -rf "$work"
     echo "built $BASE in $((SECONDS - started))s"
   fi
+fi
+if [ "$BASE_ONLY" -eq 1 ]; then
+  echo "$BASE" >&3
+  exit 0
 fi
 
 # -- the image ----------------------------------------------------------------------------------
