@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# what `make e2e` runs: a file or a test of tests/e2e narrows it (make e2e E2E=tests/e2e/test_version_smoke.py)
+E2E ?= tests/e2e
 
 .PHONY: demo test unit unit-packages e2e setup lint bench bench-quality bench-reliability serve image clean matrix
 
@@ -28,9 +30,9 @@ unit: $(STAMP) unit-packages
 unit-packages:
 	scripts/install-packages.sh unit
 
-## e2e: the end-to-end tests (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, Prometheus)
+## e2e: the end-to-end tests (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, Prometheus); E2E= narrows them
 e2e: setup
-	$(BIN)/pytest -m e2e tests/e2e
+	$(BIN)/pytest -m e2e $(E2E)
 
 ## matrix: per supported Kubernetes release (sandbox/build.py MATRIX_VERSIONS): build, capture + contract, e2e smoke
 matrix: setup
