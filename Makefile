@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # what `make e2e` runs: a file or a test of tests/e2e narrows it (make e2e E2E=tests/e2e/test_version_smoke.py)
 E2E ?= tests/e2e
 
-.PHONY: demo test unit unit-packages e2e setup lint bench bench-quality bench-reliability serve image clean matrix
+.PHONY: demo test unit unit-packages e2e setup fresh-check lint bench bench-quality bench-reliability serve image clean matrix
 
 ## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
 demo: setup
@@ -41,6 +41,10 @@ matrix: setup
 ## setup: the sandbox's Debian packages (etcd-server, prometheus, postgresql, chromium), the Kubernetes and helm builds, when missing
 setup: $(STAMP)
 	PYTHON=$(BIN)/python scripts/setup-sandbox.sh
+
+## fresh-check: make unit and an e2e smoke in a clean Debian container from a fresh clone of HEAD (as root; podman)
+fresh-check:
+	scripts/fresh-check.sh
 
 ## lint: ruff, ruff format, mypy strict, import-linter contracts
 lint: $(STAMP)
