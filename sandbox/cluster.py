@@ -391,7 +391,7 @@ class Sandbox:
                 "--config",
                 str(config),
                 *_serving_flags(kubeconfig, port),
-                "--v=1",
+                f"--v={os.environ.get('LOADSCHED_SCHEDULER_V', '1')}",
             ],
         )
         context = ssl.create_default_context()

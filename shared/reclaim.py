@@ -222,11 +222,14 @@ def victims_on_node(
     promised: Sequence[PodUsage] = (),
     proposed: Sequence[PodUsage] | None = None,
     spared: Collection[str] = (),
+    again: bool = False,
 ) -> list[PodUsage] | None:
     """The extender's answer for one node kube-scheduler proposes: legal victims there, or
     ``None`` (drop the node). ``proposed``: kube-scheduler's own victims, when all are known;
     a promised pod among them is on this node. ``spared``: UIDs never chosen (pods that may
-    be gone already); they still take room. ``ValueError`` for a malformed allocatable.
+    be gone already); they still take room. ``again``: the pod preempted a moment ago, so
+    kube-scheduler's view may still hold the victims it deleted then: where the pod fits by
+    this count, its victims do not stand. ``ValueError`` for a malformed allocatable.
     Only room is checked here: kube-scheduler proposes only nodes that pass its filters not
     about resources (``nodeSelector``, taints, cordon: unresolvable by preemption)."""
     preemptor = rules.preemptor
@@ -246,7 +249,10 @@ def victims_on_node(
     need = rules.quota_need() | {("node", r): v for r, v in short.items()}
     if not need:
         # By its own count the pod fits, yet kube-scheduler found it does not (a constraint
-        # not about resources, or a pod not seen yet): its victims stand if they are legal.
+        # not about resources, or a pod not seen yet): its victims stand if they are legal,
+        # unless kube-scheduler may just not have seen the last victims of this pod go.
+        if again:
+            return None
         return _if_legal(rules, [replace(u, node=node, bound=True) for u in proposed or ()])
     candidates = preference_order(u for u in pods if u.uid not in spared and rules.eligible(u))
     return _select(rules, need, candidates, node) or None

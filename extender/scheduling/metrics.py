@@ -93,7 +93,8 @@ class ExtenderMetrics:
         self.quota_preemptions = Counter(
             "loadsched_extender_quota_preemptions_total",
             "Candidate nodes at preempt under an elastic quota: the scheduler's victims kept, "
-            "replaced by legal ones, or the node dropped (no legal set).",
+            "replaced by legal ones, the node dropped (no legal set), or held (the victims "
+            "named for the same pod are still going).",
             ["outcome"],
             registry=self.registry,
         )

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import httpx
 
@@ -88,6 +88,8 @@ class QuotaGate:
         self._offered: dict[str, float] = {}
         """Victims named at ``preempt`` (UID → when), until :data:`OFFERED_FOR` passes or
         the watch shows them gone."""
+        self._answered: dict[str, tuple[float, list[list[str]]]] = {}
+        """Preemptor UID → when, and the victims named on each node of its last answer."""
         self._client: httpx.AsyncClient | None = None
         self._retry = DEFAULT_RETRY
         self._unrecorded: set[str] = set()
@@ -176,6 +178,15 @@ class QuotaGate:
         if namespace not in ledger.quotas:
             return None
         preemptor = Preemptor(uid, namespace, pod.priority, self.request_of(pod))
+        last = self._last_answer(uid)
+        again = last is not None
+        if last is not None and not any(all(v not in ledger.pods for v in vs) for vs in last):
+            self._metrics.quota_preemptions.labels("held").inc(len(proposed))
+            logger.info(
+                "pod/%s: preempt: no new victims while those named for it are still going",
+                pod.key,
+            )
+            return {}
         going = self._going({victim for default, _ in proposed.values() for victim in default})
         state = ledger.state(without=uid, priority=pod.priority)
         for victim in going:
@@ -185,7 +196,7 @@ class QuotaGate:
         spared = {victim.uid for victim in going}
         answer: dict[str, MetaVictims] = {}
         for node, (default, violations) in proposed.items():
-            victims = self._victims(rules, node, default, promised, spared)
+            victims = self._victims(rules, node, default, promised, spared, again=again)
             if not victims:
                 self._metrics.quota_preemptions.labels("dropped").inc()
                 logger.info(
@@ -195,6 +206,14 @@ class QuotaGate:
             uids = [v.uid for v in victims]
             same = set(uids) == set(default)
             self._metrics.quota_preemptions.labels("kept" if same else "replaced").inc()
+            logger.info(
+                "pod/%s: preempt on node/%s: %s %s (the scheduler proposed %s)",
+                pod.key,
+                node,
+                "kept" if same else "answered",
+                _names(victims),
+                _names(u for u in (ledger.pods.get(d) for d in default) if u) or default,
+            )
             answer[node] = MetaVictims(
                 Pods=[MetaPod(UID=victim) for victim in uids],
                 # PodDisruptionBudgets are not watched here: a replaced set reports at most
@@ -203,7 +222,26 @@ class QuotaGate:
             )
         now = time.monotonic()
         self._offered.update((m.UID, now) for victims in answer.values() for m in victims.Pods)
+        if answer:
+            self._answered[uid] = (now, [[m.UID for m in v.Pods] for v in answer.values()])
         return answer
+
+    def _last_answer(self, preemptor: str) -> list[list[str]] | None:
+        """The victims named on each node in ``preemptor``'s answer of the last
+        :data:`OFFERED_FOR` seconds, if any.
+
+        kube-scheduler lets a preemptor try again as soon as its victims' deletions are sent,
+        and with its cache still holding them it preempts again: new victims then would be
+        evicted for nothing. So while no answered node has all its victims gone from the
+        watch (kube-scheduler deletes those of the node it chose), the pod gets none (it is
+        retried when they are deleted); after that, where it fits by this count,
+        kube-scheduler's victims do not stand."""
+        now = time.monotonic()
+        self._answered = {
+            uid: entry for uid, entry in self._answered.items() if now - entry[0] < OFFERED_FOR
+        }
+        entry = self._answered.get(preemptor)
+        return None if entry is None else entry[1]
 
     def _going(self, proposed: set[str]) -> list[PodUsage]:
         """Victims named lately that the ledger still has and kube-scheduler does not propose
@@ -223,6 +261,8 @@ class QuotaGate:
         default: Sequence[str],
         promised: Sequence[PodUsage],
         spared: set[str],
+        *,
+        again: bool,
     ) -> list[PodUsage] | None:
         allocatable = self._allocatable(node)
         if not allocatable:
@@ -238,7 +278,12 @@ class QuotaGate:
                 promised=promised,
                 proposed=scheduler_victims,
                 spared=spared,
+                again=again,
             )
         except ValueError as e:
             logger.warning("node/%s: %s", node, e)
             return None
+
+
+def _names(pods: Iterable[PodUsage]) -> list[str]:
+    return [u.key for u in pods]
