@@ -229,7 +229,8 @@ def victims_on_node(
     a promised pod among them is on this node. ``spared``: UIDs never chosen (pods that may
     be gone already); they still take room. ``again``: the pod preempted a moment ago, so
     kube-scheduler's view may still hold the victims it deleted then: where the pod fits by
-    this count, its victims do not stand. ``ValueError`` for a malformed allocatable.
+    this count, its victims do not stand (``[]``: nothing is needed here). ``ValueError``
+    for a malformed allocatable.
     Only room is checked here: kube-scheduler proposes only nodes that pass its filters not
     about resources (``nodeSelector``, taints, cordon: unresolvable by preemption)."""
     preemptor = rules.preemptor
@@ -252,7 +253,7 @@ def victims_on_node(
         # not about resources, or a pod not seen yet): its victims stand if they are legal,
         # unless kube-scheduler may just not have seen the last victims of this pod go.
         if again:
-            return None
+            return []
         return _if_legal(rules, [replace(u, node=node, bound=True) for u in proposed or ()])
     candidates = preference_order(u for u in pods if u.uid not in spared and rules.eligible(u))
     return _select(rules, need, candidates, node) or None

@@ -93,8 +93,9 @@ class ExtenderMetrics:
         self.quota_preemptions = Counter(
             "loadsched_extender_quota_preemptions_total",
             "Candidate nodes at preempt under an elastic quota: the scheduler's victims kept, "
-            "replaced by legal ones, the node dropped (no legal set), or held (the victims "
-            "named for the same pod are still going).",
+            "replaced by legal ones, or the node dropped (no legal set); and repeated: calls "
+            "for a pod whose victims named before are still going, answered with the same "
+            "node and victims, no others.",
             ["outcome"],
             registry=self.registry,
         )

@@ -88,8 +88,8 @@ class QuotaGate:
         self._offered: dict[str, float] = {}
         """Victims named at ``preempt`` (UID → when), until :data:`OFFERED_FOR` passes or
         the watch shows them gone."""
-        self._answered: dict[str, tuple[float, list[list[str]]]] = {}
-        """Preemptor UID → when, and the victims named on each node of its last answer."""
+        self._answered: dict[str, tuple[float, str, MetaVictims]] = {}
+        """Preemptor UID → when, and the node and victims of its last answer."""
         self._client: httpx.AsyncClient | None = None
         self._retry = DEFAULT_RETRY
         self._unrecorded: set[str] = set()
@@ -179,14 +179,19 @@ class QuotaGate:
             return None
         preemptor = Preemptor(uid, namespace, pod.priority, self.request_of(pod))
         last = self._last_answer(uid)
-        again = last is not None
-        if last is not None and not any(all(v not in ledger.pods for v in vs) for vs in last):
-            self._metrics.quota_preemptions.labels("held").inc(len(proposed))
-            logger.info(
-                "pod/%s: preempt: no new victims while those named for it are still going",
-                pod.key,
-            )
-            return {}
+        if last is not None:
+            node, offered = last
+            still = [m for m in offered.Pods if m.UID in ledger.pods]
+            if still:
+                self._metrics.quota_preemptions.labels("repeated").inc()
+                logger.info(
+                    "pod/%s: preempt again on node/%s: %s, still going, and no others",
+                    pod.key,
+                    node,
+                    _names(ledger.pods[m.UID] for m in still),
+                )
+                violations = min(offered.NumPDBViolations, len(still))
+                return {node: MetaVictims(Pods=still, NumPDBViolations=violations)}
         going = self._going({victim for default, _ in proposed.values() for victim in default})
         state = ledger.state(without=uid, priority=pod.priority)
         for victim in going:
@@ -194,9 +199,17 @@ class QuotaGate:
         rules = Rules.of(preemptor, state)
         promised = list(ledger.by_node.get(ASSUMED, {}).values())
         spared = {victim.uid for victim in going}
-        answer: dict[str, MetaVictims] = {}
+        options: dict[str, tuple[list[PodUsage], MetaVictims]] = {}
         for node, (default, violations) in proposed.items():
-            victims = self._victims(rules, node, default, promised, spared, again=again)
+            victims = self._victims(rules, node, default, promised, spared, again=last is not None)
+            if victims == []:
+                logger.info(
+                    "pod/%s: preempt: it fits on node/%s by this count (the scheduler may not "
+                    "have seen its last victims go yet): no victims",
+                    pod.key,
+                    node,
+                )
+                return {}
             if not victims:
                 self._metrics.quota_preemptions.labels("dropped").inc()
                 logger.info(
@@ -206,42 +219,49 @@ class QuotaGate:
             uids = [v.uid for v in victims]
             same = set(uids) == set(default)
             self._metrics.quota_preemptions.labels("kept" if same else "replaced").inc()
-            logger.info(
-                "pod/%s: preempt on node/%s: %s %s (the scheduler proposed %s)",
-                pod.key,
-                node,
-                "kept" if same else "answered",
-                _names(victims),
-                _names(u for u in (ledger.pods.get(d) for d in default) if u) or default,
+            options[node] = (
+                victims,
+                MetaVictims(
+                    Pods=[MetaPod(UID=victim) for victim in uids],
+                    # PodDisruptionBudgets are not watched here: a replaced set reports at most
+                    # the scheduler's own count for the node.
+                    NumPDBViolations=violations if same else min(violations, len(uids)),
+                ),
             )
-            answer[node] = MetaVictims(
-                Pods=[MetaPod(UID=victim) for victim in uids],
-                # PodDisruptionBudgets are not watched here: a replaced set reports at most
-                # the scheduler's own count for the node.
-                NumPDBViolations=violations if same else min(violations, len(uids)),
-            )
+        if not options:
+            return {}
+        node = min(options, key=lambda n: _cost(n, *options[n]))
+        victims, chosen = options[node]
+        logger.info(
+            "pod/%s: preempt on node/%s: %s (of %d candidate nodes; the scheduler proposed %s)",
+            pod.key,
+            node,
+            _names(victims),
+            len(proposed),
+            _names(u for u in (ledger.pods.get(d) for d in proposed[node][0]) if u),
+        )
         now = time.monotonic()
-        self._offered.update((m.UID, now) for victims in answer.values() for m in victims.Pods)
-        if answer:
-            self._answered[uid] = (now, [[m.UID for m in v.Pods] for v in answer.values()])
-        return answer
+        self._offered.update((m.UID, now) for m in chosen.Pods)
+        self._answered[uid] = (now, node, chosen)
+        return {node: chosen}
 
-    def _last_answer(self, preemptor: str) -> list[list[str]] | None:
-        """The victims named on each node in ``preemptor``'s answer of the last
-        :data:`OFFERED_FOR` seconds, if any.
+    def _last_answer(self, preemptor: str) -> tuple[str, MetaVictims] | None:
+        """The node and victims of ``preemptor``'s answer of the last :data:`OFFERED_FOR`
+        seconds, if any.
 
-        kube-scheduler lets a preemptor try again as soon as its victims' deletions are sent,
-        and with its cache still holding them it preempts again: new victims then would be
-        evicted for nothing. So while no answered node has all its victims gone from the
-        watch (kube-scheduler deletes those of the node it chose), the pod gets none (it is
-        retried when they are deleted); after that, where it fits by this count,
-        kube-scheduler's victims do not stand."""
+        kube-scheduler (asynchronous preemption) lets a preemptor try again as soon as its
+        victims' deletions are sent, and with its cache still holding them it preempts
+        again; new victims then would be evicted for nothing. So an answer names one node
+        (the one kube-scheduler would pick among them: :func:`_cost`), and while any of its
+        victims is still in the watch the same pod gets that node and those victims again,
+        no others; after that, where it fits by this count, kube-scheduler's victims do not
+        stand (its view may still hold the ones just deleted)."""
         now = time.monotonic()
         self._answered = {
             uid: entry for uid, entry in self._answered.items() if now - entry[0] < OFFERED_FOR
         }
         entry = self._answered.get(preemptor)
-        return None if entry is None else entry[1]
+        return None if entry is None else entry[1:]
 
     def _going(self, proposed: set[str]) -> list[PodUsage]:
         """Victims named lately that the ledger still has and kube-scheduler does not propose
@@ -287,3 +307,13 @@ class QuotaGate:
 
 def _names(pods: Iterable[PodUsage]) -> list[str]:
     return [u.key for u in pods]
+
+
+def _cost(
+    node: str, victims: Sequence[PodUsage], meta: MetaVictims
+) -> tuple[int, int, int, int, str]:
+    """kube-scheduler's order among candidate nodes (``pickOneNodeForPreemption``): fewest
+    PodDisruptionBudget violations, lowest highest victim priority, fewest victims, lowest
+    sum of priorities; then the name, so that the answer is the same every time."""
+    priorities = [v.priority for v in victims]
+    return (meta.NumPDBViolations, max(priorities), len(priorities), sum(priorities), node)
