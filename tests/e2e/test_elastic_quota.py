@@ -10,7 +10,9 @@ come from PriorityClasses; "online" (1000000, preemptionPolicy Never) is an onli
 - a borrower in one resource (memory) while under its min in another (CPU) gives back;
 - a lender's guarantee comes back while the nodes still have room (the sum of min);
 - a burst: kube-scheduler preempts for pods right after others were admitted, with the
-  extender's watches lagging (the room promised to admitted pods is counted).
+  extender's watches lagging (the room promised to admitted pods is counted);
+- the room reclaimed for a waiting pod goes to that pod, not to one of equal priority
+  created after it.
 """
 
 from __future__ import annotations
@@ -35,12 +37,25 @@ A, B, C = "quota-a", "quota-b", "quota-c"
 X, Y = "quota-x", "quota-y"
 LENDER, BORROWER = "quota-lender", "quota-borrower"
 W, IDLE = "quota-w", "quota-idle"
-NAMESPACES = (A, B, C, X, Y, LENDER, BORROWER, W, IDLE)
+FIRST, LENT, THIRD = "quota-first", "quota-lent", "quota-third"
+NAMESPACES = (A, B, C, X, Y, LENDER, BORROWER, W, IDLE, FIRST, LENT, THIRD)
 SCHEDULER = "loadsched-quota"
 GROUP, VERSION, PLURAL = "scheduling.x-k8s.io", "v1alpha1", "elasticquotas"
 PRIORITIES = {"eq-0": 0, "eq-100": 100, "eq-1000": 1000}
 BOUND_WELL_BEFORE_THE_FLUSH = 60.0
 """kube-scheduler's own flush of unschedulable pods retries after 300 s."""
+
+
+NO_PROMETHEUS = "http://127.0.0.1:9"
+"""Load sync is not under test here."""
+ANNOTATOR_ARGS = [
+    "--elastic-quota",
+    "--no-leader-elect",
+    "--eviction-grace-seconds",
+    "0",
+    "--quota-period",
+    "1",
+]
 
 
 def pool_node(name: str, ip: str, pool: str, cpu: str, memory: str = "32Gi") -> dict[str, Any]:
@@ -166,16 +181,7 @@ def quota_cluster(sandbox: Sandbox) -> Iterator[dict[str, str]]:
         SCHEDULER, scheduler_name=SCHEDULER, extender=ExtenderSpec(extender, ignorable=False)
     )
     annotator = sandbox.start_annotator(
-        prometheus_url="http://127.0.0.1:9",  # load sync is not under test here
-        name="annotator-quota",
-        args=[
-            "--elastic-quota",
-            "--no-leader-elect",
-            "--eviction-grace-seconds",
-            "0",
-            "--quota-period",
-            "1",
-        ],
+        prometheus_url=NO_PROMETHEUS, name="annotator-quota", args=ANNOTATOR_ARGS
     )
     yield {"extender": extender, "annotator": annotator}
     sandbox.stop_scheduler(SCHEDULER)
@@ -506,3 +512,70 @@ def test_preempt_counts_room_promised_to_a_burst(
     assert metric(extender, 'loadsched_extender_quota_preemptions_total{outcome="dropped"}') == (
         dropped
     )
+
+
+@pytest.fixture
+def lagging_annotator(sandbox: Sandbox, quota_cluster: dict[str, str]) -> Iterator[str]:
+    """The quota controller in place of the module's, every answer it reads 2 s late
+    (through a relay), as on a busy control plane: its evictions are 2 s apart, and it
+    re-asserts a nomination kube-scheduler cleared only 2 s later."""
+    sandbox.supervisor.stop_named("annotator-quota")
+    port = int(quota_cluster["annotator"].rsplit(":", 1)[1])
+    try:
+        with LaggingRelay(sandbox.api_port, 2.0) as relay:
+            url = sandbox.start_annotator(
+                prometheus_url=NO_PROMETHEUS,
+                name="annotator-quota-lagging",
+                args=ANNOTATOR_ARGS,
+                api_port=relay.port,
+            )
+            try:
+                yield url
+            finally:
+                sandbox.supervisor.stop_named("annotator-quota-lagging")
+    finally:
+        sandbox.start_annotator(
+            prometheus_url=NO_PROMETHEUS, name="annotator-quota", args=ANNOTATOR_ARGS, port=port
+        )
+
+
+def test_reclaimed_room_goes_to_the_pod_it_was_freed_for(
+    sandbox: Sandbox, quotas: Callable[..., None], lagging_annotator: str
+) -> None:
+    """Three quotas, Σmin 8 CPU: FIRST {min 6}, LENT {min 1} running 4 × 1 CPU (it borrows
+    THIRD's idle min {1}). FIRST's pods of 2 CPU, all of one priority, created in order: two
+    fit; the third is within FIRST's min but the pool is full, so the reclaim controller
+    evicts two of LENT's pods for it. The ones created after it would borrow beyond Σmin once
+    the third counts, and must not take its room, whatever becomes of its nomination
+    (kube-scheduler clears it when an attempt fails, as one made between the two evictions
+    does). Without the controller's promise, a later pod took the room in 4 runs of 4."""
+    quotas(FIRST, {"cpu": 6}, {"cpu": 12})
+    quotas(LENT, {"cpu": 1}, {"cpu": 8})
+    quotas(THIRD, {"cpu": 1}, None)
+    lent = [pod(f"lent-{i}", LENT, "1", pool="room", priorityClassName="eq-0") for i in range(4)]
+    create_in_order(sandbox, lent)
+    before = pods_of(sandbox, LENT)
+    first = [pod(f"f-{i}", FIRST, "2", pool="room", priorityClassName="eq-0") for i in range(6)]
+    create_in_order(sandbox, first[:2])
+    for body in first[2:]:  # in order, creationTimestamp (whole seconds) apart
+        sandbox.create_pods([body])
+        time.sleep(1.1)
+    assert wait_bound(sandbox, FIRST, ["f-2"], 1) < BOUND_WELL_BEFORE_THE_FLUSH
+    expected = "would be borrowed beyond what other namespaces leave unused of their min"
+
+    def later_refused() -> bool:
+        return all(expected in scheduling_message(sandbox, FIRST, f"f-{i}") for i in range(3, 6))
+
+    wait_for(later_refused, timeout=30, what="the later pods refused by the sum of min")
+    # a few more quota passes: nothing else is taken, and the later pods still wait
+    passes = metric(lagging_annotator, "loadsched_annotator_quota_passes_total")
+    wait_for(
+        lambda: metric(lagging_annotator, "loadsched_annotator_quota_passes_total") >= passes + 3,
+        timeout=30,
+        what="three more quota passes",
+    )
+    placed = pods_of(sandbox, FIRST)
+    assert {name for name, (_, node) in placed.items() if node} == {"f-0", "f-1", "f-2"}
+    after = pods_of(sandbox, LENT)
+    assert len(after) == 2 and all(after[name] == before[name] for name in after)
+    assert any(reason == "Reclaiming" for reason, _ in events_for(sandbox, FIRST, "f-2"))
