@@ -28,10 +28,12 @@ The pod watch lags kube-scheduler's own cache a little (more on a busy control p
 victim named in one answer can still be in the ledger when the next preemption comes after
 kube-scheduler has deleted it; naming it again fails that preemption outright ("the pod is
 not found on that node") and leaves the pod waiting for an unrelated event. A victim named
-in the last :data:`OFFERED_FOR` seconds is therefore treated as going: never named again
-unless kube-scheduler proposes it itself, kept as taking room on its node (its room is the
-earlier preemptor's), and not counted in its namespace's use, so a lender is not pushed below
-its ``min`` on the strength of a pod that is already leaving.
+in the last :data:`OFFERED_FOR` seconds is therefore treated as going: never named for
+another pod (an answer names one node, so kube-scheduler deletes every victim it names, even
+where its cache, behind, proposes them again), kept as taking room on its node (its room is
+the earlier preemptor's), and not counted in its namespace's use, so a lender is not pushed
+below its ``min`` on the strength of a pod that is already leaving. The pod it was named for
+gets it again while kube-scheduler still proposes it, and no other (:meth:`_last_answer`).
 """
 
 from __future__ import annotations
@@ -179,29 +181,33 @@ class QuotaGate:
             return None
         preemptor = Preemptor(uid, namespace, pod.priority, self.request_of(pod))
         last = self._last_answer(uid)
+        mine: set[str] = set()
         if last is not None:
             node, offered = last
-            still = [m for m in offered.Pods if m.UID in ledger.pods]
+            mine = {m.UID for m in offered.Pods}
+            # kube-scheduler still proposes them: its cache is behind its own deletions
+            still = [m for m in offered.Pods if m.UID in set(proposed.get(node, ((), 0))[0])]
             if still:
                 self._metrics.quota_preemptions.labels("repeated").inc()
                 logger.info(
                     "pod/%s: preempt again on node/%s: %s, still going, and no others",
                     pod.key,
                     node,
-                    _names(ledger.pods[m.UID] for m in still),
+                    [m.UID for m in still],
                 )
                 violations = min(offered.NumPDBViolations, len(still))
                 return {node: MetaVictims(Pods=still, NumPDBViolations=violations)}
-        going = self._going({victim for default, _ in proposed.values() for victim in default})
+        going = self._going()
         state = ledger.state(without=uid, priority=pod.priority)
         for victim in going:
             state = state.without(victim.namespace, victim.request)
         rules = Rules.of(preemptor, state)
         promised = list(ledger.by_node.get(ASSUMED, {}).values())
-        spared = {victim.uid for victim in going}
+        # the pod's own victims free their room for it; the others' take theirs
+        spared = {victim.uid for victim in going if victim.uid not in mine}
         options: dict[str, tuple[list[PodUsage], MetaVictims]] = {}
         for node, (default, violations) in proposed.items():
-            victims = self._victims(rules, node, default, promised, spared, again=last is not None)
+            victims = self._victims(rules, node, default, promised, spared, mine)
             if victims == []:
                 logger.info(
                     "pod/%s: preempt: it fits on node/%s by this count (the scheduler may not "
@@ -250,12 +256,12 @@ class QuotaGate:
         seconds, if any.
 
         kube-scheduler (asynchronous preemption) lets a preemptor try again as soon as its
-        victims' deletions are sent, and with its cache still holding them it preempts
-        again; new victims then would be evicted for nothing. So an answer names one node
-        (the one kube-scheduler would pick among them: :func:`_cost`), and while any of its
-        victims is still in the watch the same pod gets that node and those victims again,
-        no others; after that, where it fits by this count, kube-scheduler's victims do not
-        stand (its view may still hold the ones just deleted)."""
+        victims' deletions are sent, and while its cache still holds them it preempts again;
+        new victims then would be evicted for nothing. So an answer names one node (the one
+        kube-scheduler would pick among them: :func:`_cost`); a pod that preempts again while
+        kube-scheduler still proposes the victims named for it gets them again, no others;
+        and after that its own victims count as gone for it: where it then fits by this
+        count, kube-scheduler's victims do not stand (its view is behind)."""
         now = time.monotonic()
         self._answered = {
             uid: entry for uid, entry in self._answered.items() if now - entry[0] < OFFERED_FOR
@@ -263,16 +269,18 @@ class QuotaGate:
         entry = self._answered.get(preemptor)
         return None if entry is None else entry[1:]
 
-    def _going(self, proposed: set[str]) -> list[PodUsage]:
-        """Victims named lately that the ledger still has and kube-scheduler does not propose
-        now (it proposes only pods it still has); forgets the rest."""
+    def _going(self) -> list[PodUsage]:
+        """Victims named lately, for other pods, that the ledger still has; forgets the
+        rest. An answer names one node, so kube-scheduler deletes every victim it names:
+        their room is the other pod's even where kube-scheduler, its cache behind, proposes
+        them again."""
         pods, now = self.ledger.pods, time.monotonic()
         self._offered = {
             victim: at
             for victim, at in self._offered.items()
             if now - at < OFFERED_FOR and victim in pods
         }
-        return [pods[victim] for victim in self._offered if victim not in proposed]
+        return [pods[victim] for victim in self._offered]
 
     def _victims(
         self,
@@ -281,9 +289,10 @@ class QuotaGate:
         default: Sequence[str],
         promised: Sequence[PodUsage],
         spared: set[str],
-        *,
-        again: bool,
+        mine: set[str],
     ) -> list[PodUsage] | None:
+        """Victims on ``node``; ``mine``: those named for this pod a moment ago, gone for it
+        (then kube-scheduler's own victims do not stand where it fits: its view is behind)."""
         allocatable = self._allocatable(node)
         if not allocatable:
             return None
@@ -294,11 +303,11 @@ class QuotaGate:
                 rules,
                 node,
                 allocatable,
-                self.ledger.by_node.get(node, {}).values(),
+                [u for u in self.ledger.by_node.get(node, {}).values() if u.uid not in mine],
                 promised=promised,
                 proposed=scheduler_victims,
                 spared=spared,
-                again=again,
+                again=bool(mine),
             )
         except ValueError as e:
             logger.warning("node/%s: %s", node, e)
