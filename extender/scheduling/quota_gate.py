@@ -270,10 +270,10 @@ class QuotaGate:
         return None if entry is None else entry[1:]
 
     def _going(self) -> list[PodUsage]:
-        """Victims named lately, for other pods, that the ledger still has; forgets the
-        rest. An answer names one node, so kube-scheduler deletes every victim it names:
-        their room is the other pod's even where kube-scheduler, its cache behind, proposes
-        them again."""
+        """Victims named lately that the ledger still has; forgets the rest. An answer names
+        one node, so kube-scheduler deletes every victim it names: their room is the pod's
+        they were named for, even where kube-scheduler, its cache behind, proposes them
+        again for another."""
         pods, now = self.ledger.pods, time.monotonic()
         self._offered = {
             victim: at
