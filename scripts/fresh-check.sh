@@ -47,10 +47,14 @@ stage() {
   shift
   echo "== fresh-check: $name"
   rm -f "$work/session"
-  "$@" 2>&1 | while IFS= read -r line; do
-    [[ "$line" != *"test session starts"* || -e "$work/session" ]] || echo "$SECONDS" >"$work/session"
-    printf '%s\n' "$line"
-  done || rc=$?
+  # in the background, so that a signal is handled at once (removing the container ends it)
+  (
+    "$@" 2>&1 | while IFS= read -r line; do
+      [[ "$line" != *"test session starts"* || -e "$work/session" ]] || echo "$SECONDS" >"$work/session"
+      printf '%s\n' "$line"
+    done
+  ) &
+  wait $! || rc=$?
   local took=$((SECONDS - started))
   if [ -e "$work/session" ]; then
     local session
