@@ -193,7 +193,7 @@ class QuotaGate:
                     "pod/%s: preempt again on node/%s: %s, still going, and no others",
                     pod.key,
                     node,
-                    [m.UID for m in still],
+                    [ledger.pods[m.UID].key if m.UID in ledger.pods else m.UID for m in still],
                 )
                 violations = min(offered.NumPDBViolations, len(still))
                 return {node: MetaVictims(Pods=still, NumPDBViolations=violations)}
