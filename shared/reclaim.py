@@ -238,7 +238,10 @@ def victims_on_node(
     moved = {u.uid for u in located}
     pods = [*(u for u in on_node if u.uid != preemptor.uid), *located]
     elsewhere = [u for u in promised if u.uid not in moved and u.uid != preemptor.uid]
-    freed = None if proposed is None else add(*(add(u.request, POD_SLOT) for u in proposed))
+    # a victim already going for another pod is in kube-scheduler's proposal only because
+    # its view is behind: what it frees is that pod's, not room promised pods take here
+    theirs = [u for u in proposed or () if u.uid not in spared]
+    freed = None if proposed is None else add(*(add(u.request, POD_SLOT) for u in theirs))
     short = node_need(
         preemptor.request,
         allocatable,
@@ -254,7 +257,7 @@ def victims_on_node(
         # unless kube-scheduler may just not have seen the last victims of this pod go.
         if again:
             return []
-        return _if_legal(rules, [replace(u, node=node, bound=True) for u in proposed or ()])
+        return _if_legal(rules, [replace(u, node=node, bound=True) for u in theirs])
     candidates = preference_order(u for u in pods if u.uid not in spared and rules.eligible(u))
     return _select(rules, need, candidates, node) or None
 

@@ -93,3 +93,30 @@ def test_a_preemptor_may_preempt_afresh_once_the_offer_is_old(
     for _ in range(2):
         assert victims(gate.preempt(preemptor, proposal) or {}) == {"n1": ["uid-w-w-0-2"]}
     assert counted(metrics, "repeated") == 0
+
+
+def test_another_pods_victim_proposed_by_a_stale_scheduler_frees_nothing_for_this_one() -> None:
+    """Two pods were admitted and bound, which this watch has not shown yet (each may be on
+    either node). A and then B preempted on n1. A is tried again before kube-scheduler sees
+    B's victim go: with B nominated there, its view of n1 is full, and it proposes B's victim.
+    By this count A fits on n1 (its own victim gone, B's standing in for B): no victims."""
+    ledger = QuotaLedger()
+    quotas = [
+        elastic_quota("w", min={"cpu": 2}, max={"cpu": 20}),
+        elastic_quota("idle", min={"cpu": 8}),
+    ]
+    ledger.quota_store.replace([QUOTA_DECODER.decode(msgspec.json.encode(q)) for q in quotas])
+    pods = [low("w-0-0", "n1", 0), low("w-0-1", "n1", 1), low("w-100-0", "n1", 2, 100)]
+    pods += [low("w-0-2", "n2", 3), low("w-0-3", "n2", 4), low("w-100-1", "n2", 5, 100)]
+    ledger.pod_store.replace([decoded(p) for p in pods])
+    gate = QuotaGate(ledger, allocatable=lambda _: FOUR_CPU, metrics=ExtenderMetrics())
+    for name in ("w-1000-0", "w-1000-2"):
+        admitted = decoded(quota_pod(name, "w", 1, priority=1000))
+        gate.assume(admitted, gate.request_of(admitted))
+    a = decoded(quota_pod("w-1000-1", "w", 1, priority=1000))
+    b = decoded(quota_pod("w-1000-3", "w", 1, priority=1000))
+    first = victims(gate.preempt(a, {"n1": (["uid-w-w-0-0"], 0), "n2": (["uid-w-w-0-2"], 0)}))
+    assert first == {"n1": ["uid-w-w-0-1"]}
+    second = victims(gate.preempt(b, {"n1": (["uid-w-w-0-0"], 0), "n2": (["uid-w-w-0-2"], 0)}))
+    assert second == {"n1": ["uid-w-w-0-0"]}
+    assert gate.preempt(a, {"n1": (["uid-w-w-0-0"], 0), "n2": (["uid-w-w-0-3"], 0)}) == {}
