@@ -205,16 +205,22 @@ async def served(handler: Handler) -> AsyncIterator[str]:
                 await writer.wait_closed()
 
     def start(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not server.is_serving():  # accepted just before the server closed: not answered
+            writer.close()
+            return
         task = asyncio.create_task(answer(reader, writer))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
+        # closed however the task ends: one cancelled before its first step never runs
+        # answer's finally, and its connection would stay open past the test's event loop
+        task.add_done_callback(lambda _: writer.close())
 
     server = await asyncio.start_server(start, "127.0.0.1", 0)
     try:
         yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     finally:
         server.close()
-        await asyncio.sleep(0)  # a connection accepted just before is made and answered
+        await asyncio.sleep(0)  # a connection accepted just before is made (and closed)
         while tasks:
             for task in tasks:
                 task.cancel()
