@@ -38,7 +38,7 @@ e2e: setup
 matrix: setup
 	$(BIN)/python scripts/matrix.py
 
-## setup: the sandbox's Debian packages (etcd-server, prometheus, postgresql, chromium), the Kubernetes and helm builds, when missing
+## setup: the sandbox's Debian packages (prometheus, postgresql, chromium), the Kubernetes, etcd, kwok and helm builds, when missing
 setup: $(STAMP)
 	PYTHON=$(BIN)/python scripts/setup-sandbox.sh
 

@@ -1,6 +1,7 @@
 """Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the
-``k8s.io/kubernetes`` Go module into a cache folder keyed by version. Built once; later calls
-find the binaries and return at once.
+``k8s.io/kubernetes`` Go module into a cache folder keyed by version; etcd, kwok and helm from
+their own modules (``hack/etcd``, ``hack/kwok``, ``hack/helm``). Built once; later calls find
+the binaries and return at once.
 
 The default version is the one pinned in ``hack/kube/go.mod`` (what CI and ``make test`` run).
 Any other release is chosen with ``LOADSCHED_KUBE_VERSION`` (or ``--version``); its module lives
@@ -243,37 +244,80 @@ def ensure_kube_binaries(
 
 
 HELM_MODULE = ROOT / "hack" / "helm"
+KWOK_MODULE = ROOT / "hack" / "kwok"
+ETCD_MODULE = ROOT / "hack" / "etcd"
+
+
+def pinned_version(module: Path, path: str) -> str:
+    """The version of ``path`` that ``module``'s go.mod requires."""
+    go_mod = module / "go.mod"
+    match = re.search(rf"^require {re.escape(path)} (v\S+)$", go_mod.read_text(), re.M)
+    if match is None:
+        raise RuntimeError(f"{go_mod}: no 'require {path} vX.Y.Z' line")
+    return match.group(1)
 
 
 def helm_version() -> str:
-    match = re.search(
-        r"^require helm\.sh/helm/v3 (v\S+)$", (HELM_MODULE / "go.mod").read_text(), re.M
-    )
-    if match is None:
-        raise RuntimeError(f"{HELM_MODULE / 'go.mod'}: no 'require helm.sh/helm/v3 vX.Y.Z' line")
-    return match.group(1)
+    return pinned_version(HELM_MODULE, "helm.sh/helm/v3")
+
+
+def kwok_version() -> str:
+    return pinned_version(KWOK_MODULE, "sigs.k8s.io/kwok")
+
+
+def etcd_version() -> str:
+    return pinned_version(ETCD_MODULE, "go.etcd.io/etcd/server/v3")
+
+
+def _ensure_tool(
+    name: str,
+    version: str,
+    module: Path,
+    package: str,
+    say: Callable[[str], None],
+    ldflags: str = "-s -w",
+) -> Path:
+    """``name`` built from ``package`` in ``module`` into the cache the first time."""
+    target = cache_root() / name / version / name
+    if target.is_file():
+        return target
+    if shutil.which("go") is None:
+        raise RuntimeError(f"Go is needed to build {name}: 'go' is not on PATH")
+    say(f"building {name} {version} from its Go module (first time only; 1 to 2 minutes)")
+    started = time.monotonic()
+    _build_binary(module, [package], target, ldflags=ldflags)
+    say(f"built {name} {version} in {time.monotonic() - started:.0f}s into {target}")
+    return target
+
+
+def _say(say: Callable[[str], None] | None) -> Callable[[str], None]:
+    return say or (lambda line: print(line, file=sys.stderr, flush=True))
 
 
 def ensure_helm(say: Callable[[str], None] | None = None) -> Path:
     """The helm binary (for linting, rendering and validating charts/loadsched), built from
-    the module pinned in ``hack/helm/go.mod`` into the cache the first time (about 2 minutes)."""
-    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    the module pinned in ``hack/helm/go.mod`` into the cache the first time."""
     version = helm_version()
-    target = cache_root() / "helm" / version / "helm"
-    if target.is_file():
-        return target
-    if shutil.which("go") is None:
-        raise RuntimeError("Go is needed to build helm: 'go' is not on PATH")
-    say(f"building helm {version} from its Go module (first time only; about 2 minutes)")
-    started = time.monotonic()
-    _build_binary(
-        HELM_MODULE,
-        ["helm.sh/helm/v3/cmd/helm"],
-        target,
-        ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={version}",
+    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={version}"
+    return _ensure_tool(
+        "helm", version, HELM_MODULE, "helm.sh/helm/v3/cmd/helm", _say(say), ldflags
     )
-    say(f"built helm {version} in {time.monotonic() - started:.0f}s into {target}")
-    return target
+
+
+def ensure_kwok(say: Callable[[str], None] | None = None) -> Path:
+    """The kwok binary (the kubelet of the sandbox's nodes: sandbox/kwok.py), built from the
+    module pinned in ``hack/kwok/go.mod`` into the cache the first time."""
+    version = kwok_version()
+    ldflags = f"-s -w -X sigs.k8s.io/kwok/pkg/consts.Version={version.lstrip('v')}"
+    return _ensure_tool(
+        "kwok", version, KWOK_MODULE, "sigs.k8s.io/kwok/cmd/kwok", _say(say), ldflags
+    )
+
+
+def ensure_etcd(say: Callable[[str], None] | None = None) -> Path:
+    """The etcd binary (the sandbox's store), built from the server module pinned in
+    ``hack/etcd/go.mod`` into the cache the first time (about 30 seconds)."""
+    return _ensure_tool("etcd", etcd_version(), ETCD_MODULE, ".", _say(say))
 
 
 MINIMAL_EXTENDER_MODULE = ROOT / "hack" / "minimal-extender"
@@ -304,13 +348,14 @@ def main(argv: list[str] | None = None) -> int:
         "--version",
         help=f"Kubernetes release to build (default: ${VERSION_ENV}, else hack/kube/go.mod's)",
     )
-    parser.add_argument("--kube-only", action="store_true", help="skip helm")
+    parser.add_argument("--kube-only", action="store_true", help="skip helm and kwok")
     args = parser.parse_args(argv)
     try:
         version = check_version(args.version, source="--version") if args.version else None
         print(ensure_kube_binaries(version=version))
         if not args.kube_only:
             print(ensure_helm())
+            print(ensure_kwok())
     except (ValueError, RuntimeError) as error:
         print(f"sandbox.build: {error}", file=sys.stderr)
         return 2

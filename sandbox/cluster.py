@@ -1,6 +1,7 @@
-"""A real Kubernetes control plane on 127.0.0.1: etcd (Debian's), kube-apiserver,
-kube-controller-manager and kube-schedulers built from the Go module. No kubelet: Nodes are API
-objects, and pods are bound and stay Pending on their node, which is all scheduling needs.
+"""A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver,
+kube-controller-manager (all its controllers) and kube-schedulers built from the Go module, and
+kwok as the kubelet of every node (``sandbox/kwok.py``): nodes register, turn Ready and renew
+their Leases; bound pods run, exit, and are deleted gracefully. Containers are simulated.
 
     with Sandbox() as sandbox:
         sandbox.create_nodes([NodeSpec("node-1", "127.0.0.2")])
@@ -31,7 +32,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from sandbox.build import apiserver_flags, ensure_kube_binaries
+from sandbox import kwok
+from sandbox.build import apiserver_flags, ensure_etcd, ensure_kube_binaries, ensure_kwok
 from sandbox.pki import CertFiles, CertificateAuthority, service_account_keys
 from sandbox.processes import Supervisor, wait_for
 from shared.quantity import parse_quantity
@@ -75,6 +77,7 @@ class NodeSpec:
                     "kubernetes.io/hostname": self.name,
                     "kubernetes.io/os": "linux",
                     "kubernetes.io/arch": "amd64",
+                    kwok.KUBELET_LABEL: "kwok",
                     **self.labels,
                 },
                 "annotations": dict(self.annotations),
@@ -82,14 +85,6 @@ class NodeSpec:
             "status": {
                 "capacity": resources,
                 "allocatable": resources,
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True",
-                        "reason": "KubeletReady",
-                        "message": "sandbox node",
-                    }
-                ],
                 "addresses": [
                     {"type": "InternalIP", "address": self.ip},
                     {"type": "Hostname", "address": self.name},
@@ -157,7 +152,6 @@ def pod_body(
                 "resources": {"requests": {"cpu": cpu, "memory": memory}},
             }
         ],
-        "terminationGracePeriodSeconds": 0,
     }
     if priority_class:
         spec["priorityClassName"] = priority_class
@@ -170,10 +164,16 @@ def pod_body(
 
 
 class Sandbox:
-    """Starts etcd, kube-apiserver and kube-controller-manager; schedulers on demand."""
+    """Starts etcd, kube-apiserver, kube-controller-manager and kwok; schedulers on demand.
+    ``lease_seconds``: the nodes' Lease duration (kwok renews every quarter of it; the node
+    lifecycle controller waits a quarter more before it marks a silent node NotReady)."""
 
     def __init__(
-        self, workdir: Path | None = None, *, say: Callable[[str], None] | None = None
+        self,
+        workdir: Path | None = None,
+        *,
+        say: Callable[[str], None] | None = None,
+        lease_seconds: int = kwok.LEASE_SECONDS,
     ) -> None:
         self._own_workdir = workdir is None
         base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
@@ -189,6 +189,7 @@ class Sandbox:
         admin's otherwise."""
         self._api: k8s.ApiClient | None = None
         self.ca: CertificateAuthority | None = None
+        self.lease_seconds = lease_seconds
 
     # -- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Sandbox:
@@ -205,12 +206,11 @@ class Sandbox:
     def start(self) -> None:
         started = time.monotonic()
         self.bin = ensure_kube_binaries(self.say)
-        etcd = shutil.which("etcd")
-        if etcd is None:
-            raise RuntimeError(
-                "etcd is not installed: run 'make setup' (Debian package etcd-server)"
-            )
-        self.say("starting etcd, kube-apiserver, kube-controller-manager on 127.0.0.1 (about 20s)")
+        kwok_binary = ensure_kwok(self.say)
+        etcd = str(ensure_etcd(self.say))
+        self.say(
+            "starting etcd, kube-apiserver, kube-controller-manager, kwok on 127.0.0.1 (about 20s)"
+        )
         self.ca = CertificateAuthority(self.pki_dir)
         sa = service_account_keys(self.pki_dir)
         serving = self.ca.issue(
@@ -224,6 +224,7 @@ class Sandbox:
         self._start_apiserver(serving, sa)
         self._write_kubeconfig("admin", "kubernetes-admin", ("system:masters",))
         self._start_controller_manager(sa)
+        self._start_kwok(kwok_binary)
         wait_for(
             self._default_service_account,
             timeout=60,
@@ -300,10 +301,6 @@ class Sandbox:
                 SERVICE_CIDR,
                 "--authorization-mode",
                 "RBAC",
-                # No kubelet and no node lifecycle controller: nothing would ever lift the
-                # not-ready taint this plugin puts on new nodes.
-                "--disable-admission-plugins",
-                "TaintNodesByCondition",
                 "--profiling=false",
                 *apiserver_flags(self.bin),
                 "--v=1",
@@ -339,12 +336,18 @@ class Sandbox:
                 str(self.ca.files.cert),
                 "--cluster-signing-key-file",
                 str(self.ca.files.key),
-                # Fake nodes send no heartbeats: this controller would evict everything.
-                "--controllers",
-                "*,-node-lifecycle-controller",
+                "--node-monitor-grace-period",
+                f"{self.lease_seconds * 5 // 4}s",
                 "--v=1",
             ],
         )
+
+    def _start_kwok(self, binary: Path) -> None:
+        # One process stands for the kubelets of all nodes, so it cannot use a node identity.
+        kubeconfig = self._write_kubeconfig("kwok", "kwok", ("system:masters",))
+        config = self.workdir / "kwok.yaml"
+        config.write_text(kwok.config_text(lease_seconds=self.lease_seconds))
+        self.supervisor.start("kwok", kwok.argv(binary, kubeconfig, config), env=kwok.ENV)
 
     def start_scheduler(
         self,
@@ -634,10 +637,29 @@ class Sandbox:
         self.core.read_namespaced_service_account("default", "default")
         return True
 
-    def create_nodes(self, nodes: Iterable[NodeSpec], *, workers: int = 8) -> None:
+    def create_nodes(
+        self, nodes: Iterable[NodeSpec], *, workers: int = 8, timeout: float = 120
+    ) -> None:
+        """Register ``nodes`` and wait until kwok reports them Ready and the node lifecycle
+        controller has lifted their ``not-ready`` taint (they take pods from then on)."""
         core = self.core
+        specs = list(nodes)
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda spec: core.create_node(spec.body()), nodes))
+            list(pool.map(lambda spec: core.create_node(spec.body()), specs))
+        names = {spec.name for spec in specs}
+
+        def schedulable() -> bool:
+            listed = core.list_node().items
+            ready = {n.metadata.name for n in listed if n.metadata and node_schedulable(n)}
+            return names <= ready
+
+        wait_for(
+            schedulable,
+            timeout=timeout,
+            what=f"{len(names)} nodes Ready and untainted",
+            interval=0.5,
+            guard=self.supervisor,
+        )
 
     def annotate_node(self, name: str, annotations: dict[str, str | None]) -> None:
         self.core.patch_node(name, {"metadata": {"annotations": annotations}})
@@ -730,14 +752,24 @@ class Sandbox:
         return f"unbound {len(unbound)}: {last or 'no events'}; nodes: " + " | ".join(nodes)
 
     def delete_pods(self, selector: str, namespace: str = "default") -> None:
-        self.core.delete_collection_namespaced_pod(
-            namespace, label_selector=selector, grace_period_seconds=0
-        )
+        """Delete gracefully (kwok finishes each delete) and wait until they are gone."""
+        self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
         wait_for(
             lambda: not self.placements(selector, namespace),
             timeout=60,
             what=f"pods {selector!r} deleted",
         )
+
+
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def node_schedulable(node: Any) -> bool:
+    """Ready, and free of the taints the control plane puts on a node that is not."""
+    conditions = node.status.conditions if node.status else None
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions or ())
+    taints = node.spec.taints if node.spec else None
+    return ready and not any(t.key in NOT_READY_TAINTS for t in taints or ())
 
 
 def _serving_flags(kubeconfig: Path, port: int) -> list[str]:

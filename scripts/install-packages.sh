@@ -3,8 +3,9 @@
 # with sudo). Their own services are not used: the tests start their own processes.
 #
 #   scripts/install-packages.sh unit      prometheus (promtool: tests/test_dashboard.py)
-#   scripts/install-packages.sh sandbox   etcd-server, prometheus, postgresql, chromium: the
-#                                         end-to-end tests, the demo and the benchmarks
+#   scripts/install-packages.sh sandbox   prometheus, postgresql, chromium: the end-to-end
+#                                         tests, the demo and the benchmarks (etcd, kwok and
+#                                         Kubernetes are built from their Go modules instead)
 #
 # Safe to run again: it installs only what is missing, and says nothing then.
 set -euo pipefail
@@ -21,7 +22,6 @@ case "${1:-}" in
     want prometheus command -v promtool
     ;;
   sandbox)
-    want etcd-server command -v etcd
     want prometheus command -v prometheus
     # the dispatch poller's end-to-end test runs its own PostgreSQL server
     want postgresql compgen -G "/usr/lib/postgresql/*/bin/initdb"
