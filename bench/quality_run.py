@@ -2,15 +2,14 @@
 kube-scheduler (and loadsched with its policy), play the trace, and record true usage.
 
 The bench's own pod watch tells when each pod is bound; every second the true usage of every
-node (sandbox/workload.py) is pushed to the synthetic exporter and recorded. The bench stands in
-for the kubelet too: a pod is marked Ready (its ``Ready`` condition, status ``Running``) when
-its profile starts using CPU.
+node (sandbox/workload.py) is pushed to the synthetic exporter and recorded. kwok, the nodes'
+kubelet, starts each pod (Running, Ready) when its profile starts using CPU; the trace deletes
+it gracefully at the end of its lifetime.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.quality_strategies import Strategy
+from sandbox import kwok
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
@@ -269,18 +268,7 @@ class Harness:
             created[name] = asked
 
         def delete(name: str) -> None:
-            core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
-
-        started: set[str] = set()
-
-        def mark_ready(name: str) -> None:
-            """As a kubelet does once the pod's containers run (the workload's startup)."""
-            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            condition = {"type": "Ready", "status": "True", "lastTransitionTime": stamp}
-            with contextlib.suppress(ApiException):  # deleted meanwhile
-                core.patch_namespaced_pod_status(
-                    name, "default", {"status": {"phase": "Running", "conditions": [condition]}}
-                )
+            core.delete_namespaced_pod(name, "default")
 
         with ThreadPoolExecutor(8) as pool:
             start = time.monotonic()
@@ -296,6 +284,10 @@ class Harness:
                         memory=str(int(profile.memory_request)),
                         labels={"app": "quality", "strategy": strategy.key, "group": arrival.group},
                     )
+                    # kwok starts it (Running, Ready) the profile's startup after binding
+                    body["metadata"]["annotations"] = kwok.lifecycle(
+                        starts_after=f"{profile.startup:.3f}s"
+                    )
                     pool.submit(create, arrival.name, body)
                 bound = store.snapshot()
                 placed: dict[str, list[Placed]] = {n: [] for n in names}
@@ -308,9 +300,6 @@ class Harness:
                         pool.submit(delete, name)
                         continue
                     placed.setdefault(node, []).append(Placed(profiles[name], relative))
-                    if name not in started and now >= relative + profiles[name].startup:
-                        started.add(name)
-                        pool.submit(mark_ready, name)
                 if now >= next_sample:
                     loads = {
                         n: node_usage(

@@ -271,7 +271,7 @@ def quota_two_replicas(
             served = dict(balancer.served)
         recorded = len(json.loads(quota_annotations(sandbox, namespace).get(ADMITTED, "{}")))
     finally:
-        sandbox.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        sandbox.core.delete_collection_namespaced_pod(namespace)
         delete_quota(sandbox, namespace)
     overshoot_pods = max(0, int(over * 10))
     return FaultRow(

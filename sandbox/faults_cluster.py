@@ -114,7 +114,7 @@ class Flow:
         k8s.BatchV1Api(box.api).delete_collection_namespaced_job(
             NAMESPACE, propagation_policy="Background"
         )
-        box.core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)
+        box.core.delete_collection_namespaced_pod(NAMESPACE)
         wait_for(
             lambda: not box.core.list_namespaced_pod(NAMESPACE).items,
             timeout=60,

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
+from sandbox import kwok
 from sandbox.cluster import ROOT, ExtenderSpec, Sandbox, pod_body
 from sandbox.lag import LaggingRelay
 from sandbox.processes import wait_for
@@ -194,7 +195,7 @@ class RequeueRig:
 
     def clear_namespace(self, namespace: str) -> None:
         core = self.core
-        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        core.delete_collection_namespaced_pod(namespace)
         wait_for(
             lambda: not core.list_namespaced_pod(namespace).items,
             timeout=60,
@@ -247,7 +248,7 @@ class RequeueRig:
             return Run(cause, mode, seconds, self.requeue_writes() - writes, node)
         finally:
             if namespace == "default":
-                core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+                core.delete_namespaced_pod(name, namespace)
             else:
                 self.clear_namespace(namespace)
 
@@ -271,7 +272,7 @@ class RequeueRig:
             self.box.annotate_node(self.nodes[1], self.loads(0.20, datetime.now(UTC)))
             time.sleep(2 * self.settle)
         finally:
-            self.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+            self.core.delete_namespaced_pod(name, "default")
 
     def _prepare(self, cause: str) -> tuple[str, Callable[[], float]]:
         """The pod's namespace, after making it refused for ``cause``; and the change."""
@@ -317,13 +318,9 @@ class RequeueRig:
             self.hold("rq-room", "hold-2", "1")
             if cause == "quota-pod-deleted":
                 return "rq-room", lambda: _at_once(
-                    lambda: core.delete_namespaced_pod("hold-1", "rq-room", grace_period_seconds=0)
+                    lambda: core.delete_namespaced_pod("hold-1", "rq-room")
                 )
-            return "rq-room", lambda: _at_once(
-                lambda: core.patch_namespaced_pod_status(
-                    "hold-1", "rq-room", {"status": {"phase": "Succeeded"}}
-                )
-            )
+            return "rq-room", lambda: _at_once(lambda: kwok.exit_now(core, "hold-1", "rq-room"))
         if cause == "borrowed-returned":
             self.quota("rq-lender", min_cpu=2, max_cpu=None)
             self.quota("rq-borrower", min_cpu=1, max_cpu=10)
@@ -333,9 +330,7 @@ class RequeueRig:
             self.hold("rq-borrower", "borrowed", "2", high=True)
             self.hold("rq-waiting", "hold", "2")
             return "rq-waiting", lambda: _at_once(
-                lambda: core.delete_namespaced_pod(
-                    "borrowed", "rq-borrower", grace_period_seconds=0
-                )
+                lambda: core.delete_namespaced_pod("borrowed", "rq-borrower")
             )
         raise ValueError(f"unknown cause {cause!r}")
 

@@ -150,7 +150,7 @@ def clear(sandbox: Sandbox) -> None:
     batch = k8s.BatchV1Api(sandbox.api)
     for namespace in NAMESPACES:
         batch.delete_collection_namespaced_job(namespace, propagation_policy="Background")
-        sandbox.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        sandbox.core.delete_collection_namespaced_pod(namespace)
     wait_for(
         lambda: not any(sandbox.core.list_namespaced_pod(ns).items for ns in NAMESPACES),
         timeout=60,
@@ -319,11 +319,11 @@ def test_the_user_story(
         timeout=60,
         what="over-max to be refused by the quota",
     )
-    sandbox.core.delete_namespaced_pod("over-max", A, grace_period_seconds=0)
+    sandbox.core.delete_namespaced_pod("over-max", A)
     # a namespace without a quota is unaffected
     sandbox.create_pods([pod("free", C, "1")])
     wait_bound(sandbox, C, ["free"], 1)
-    sandbox.core.delete_namespaced_pod("free", C, grace_period_seconds=0)
+    sandbox.core.delete_namespaced_pod("free", C)
 
     # a borrower is not evicted while the lender has no waiting pods
     passes = metric(annotator, "loadsched_annotator_quota_passes_total")
