@@ -1,7 +1,7 @@
 """Job dispatch end to end: the extender's /v1/jobs against the real API server, the real Job
 controller (and its TTL controller) creating and removing pods, a real kube-scheduler binding
-them. With no kubelet, the tests move pods to Running, Succeeded or Failed through the status
-subresource."""
+them, and kwok running them: each template's labels say when its pods start, how long they run
+and how they exit (``sandbox/kwok.py``). No test writes a pod's status."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from sandbox import kwok
 from sandbox.cluster import Sandbox
 from sandbox.postgres import Postgres
 from sandbox.processes import wait_for
@@ -88,9 +89,25 @@ def dispatch_url(
         yaml.safe_dump(
             {
                 "templates": [
-                    template("work", completions=2, parallelism=2, maxPending=3, maxActive=20),
-                    template("short", ttlSecondsAfterFinished=1),
-                    template("flaky", backoffLimit=1),
+                    # pods wait for the test to start them (an image pull that never ends)
+                    template(
+                        "work",
+                        completions=2,
+                        parallelism=2,
+                        maxPending=3,
+                        maxActive=20,
+                        labels=kwok.lifecycle(starts_after="1h", stops_after="3s"),
+                    ),
+                    template("short", ttlSecondsAfterFinished=1, labels=kwok.lifecycle(runs="3s")),
+                    template("flaky", backoffLimit=1, labels=kwok.lifecycle(exit_code=1)),
+                    template(
+                        "batch",
+                        completions=3,
+                        parallelism=2,
+                        maxActive=2,
+                        ttlSecondsAfterFinished=5,
+                        labels=kwok.lifecycle(runs="2s"),
+                    ),
                     template("polled"),
                 ]
             }
@@ -104,7 +121,7 @@ def dispatch_url(
     k8s.BatchV1Api(sandbox.api).delete_collection_namespaced_job(
         NAMESPACE, propagation_policy="Background"
     )
-    sandbox.core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)
+    sandbox.core.delete_collection_namespaced_pod(NAMESPACE)
 
 
 def post(url: str, template: str, key: str, **data: str) -> httpx.Response:
@@ -122,36 +139,10 @@ def pods_of(sandbox: Sandbox, job: str) -> list[k8s.V1Pod]:
     ).items
 
 
-def set_phase(sandbox: Sandbox, job: str, phase: str, count: int | None = None) -> None:
-    pods = [p for p in pods_of(sandbox, job) if p.status.phase not in ("Succeeded", "Failed")]
-    for pod in pods[:count]:
-        status: dict[str, object] = {"phase": phase}
-        if phase in ("Succeeded", "Failed"):
-            status["containerStatuses"] = [
-                {
-                    "name": "task",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "state": {
-                        "terminated": {"exitCode": 0 if phase == "Succeeded" else 1, "reason": "x"}
-                    },
-                }
-            ]
-        sandbox.core.patch_namespaced_pod_status(pod.metadata.name, NAMESPACE, {"status": status})
-
-
-def finish_terminating(sandbox: Sandbox, job: str) -> None:
-    """Do what a kubelet does for a pod being deleted: confirm it gone (grace period 0)."""
-
-    def terminating() -> bool:
-        pods = pods_of(sandbox, job)
-        return bool(pods) and all(p.metadata.deletion_timestamp for p in pods)
-
-    wait_for(terminating, timeout=30, what=f"the pods of {job} to be terminating")
+def start_pods(sandbox: Sandbox, job: str) -> None:
+    """Let the Job's waiting pods start (kwok runs them, then they exit after a second)."""
     for pod in pods_of(sandbox, job):
-        sandbox.core.delete_namespaced_pod(pod.metadata.name, NAMESPACE, grace_period_seconds=0)
+        kwok.start_now(sandbox.core, pod.metadata.name, NAMESPACE)
 
 
 def job_state(url: str, name: str) -> dict[str, object]:
@@ -191,15 +182,14 @@ def test_dispatch_idempotency_and_backpressure(sandbox: Sandbox, dispatch_url: s
     assert post(dispatch_url, "work", "row-2").status_code == 200
 
     # the pods start running: the new key goes through
-    set_phase(sandbox, name, "Running")
+    start_pods(sandbox, name)
     wait_for(
         lambda: post(dispatch_url, "work", "row-3").status_code == 201,
         timeout=30,
         what="recovery once pods run",
     )
 
-    # completions are honoured, and the state is reported with pod phases
-    set_phase(sandbox, name, "Succeeded")
+    # completions are honoured (the pods exit 0), and the state is reported with pod phases
     wait_for(
         lambda: job_state(dispatch_url, name).get("state") == "succeeded",
         timeout=60,
@@ -213,13 +203,12 @@ def test_dispatch_idempotency_and_backpressure(sandbox: Sandbox, dispatch_url: s
     ).json()
     assert [j["name"] for j in listed["items"]] == [name]
 
-    # DELETE with foreground propagation
+    # DELETE with foreground propagation: the Job stays until kwok ends its pods (3 s)
     row2 = answers[0].json()["name"]
     assert (
         httpx.delete(f"{dispatch_url}/v1/jobs/{NAMESPACE}/{row2}", headers=AUTH).status_code == 200
     )
     assert job_state(dispatch_url, row2).get("name") == row2  # waits for its pods
-    finish_terminating(sandbox, row2)
     wait_for(
         lambda: job_state(dispatch_url, row2) == {"status": 404},
         timeout=60,
@@ -237,28 +226,70 @@ def test_ttl_cleanup_and_backoff_limit(sandbox: Sandbox, dispatch_url: str) -> N
         for line in stream.iter_lines():
             if line.startswith("event: "):
                 events.append(line.removeprefix("event: "))
-                if len(events) == 1:
-                    set_phase(sandbox, short, "Succeeded")
                 if events[-1] == "deleted":
                     break  # the TTL controller removed the finished Job
     assert events[0] == "job" and events[-1] == "deleted" and len(events) >= 3
     assert job_state(dispatch_url, short) == {"status": 404}
 
+    # backoffLimit 1: its pods exit 1, and the second failure fails the Job
     flaky = post(dispatch_url, "flaky", "f-1").json()["name"]
-    for attempt in range(2):  # backoffLimit 1: the second failure fails the Job
-        wait_for(
-            lambda: any(p.status.phase == "Pending" for p in pods_of(sandbox, flaky)),
-            timeout=60,
-            what=f"attempt {attempt + 1} of the flaky Job",
-        )
-        set_phase(sandbox, flaky, "Failed")
     wait_for(
         lambda: job_state(dispatch_url, flaky).get("state") == "failed",
-        timeout=60,
+        timeout=90,
         what="the flaky Job to fail",
     )
     reasons = [c["reason"] for c in job_state(dispatch_url, flaky)["conditions"]]  # type: ignore[union-attr]
     assert "BackoffLimitExceeded" in reasons
+    failed = [p for p in pods_of(sandbox, flaky) if p.status.phase == "Failed"]
+    assert len(failed) == 2
+    exits = {s.state.terminated.exit_code for p in failed for s in p.status.container_statuses}
+    assert exits == {1}
+
+
+def test_a_job_runs_to_complete_within_its_limits(sandbox: Sandbox, dispatch_url: str) -> None:
+    """completions 3, parallelism 2: the Job controller runs two pods, then the third, and
+    the Job completes; maxActive 2 and idempotency hold while it runs."""
+    batch = k8s.BatchV1Api(sandbox.api)
+    first = post(dispatch_url, "batch", "b-1")
+    assert first.status_code == 201, first.text
+    name = first.json()["name"]
+    second = post(dispatch_url, "batch", "b-2")
+    assert second.status_code == 201, second.text
+    # two Jobs are active: a third key waits, a known key is answered
+    third = post(dispatch_url, "batch", "b-3")
+    assert third.status_code == 429 and "(maxActive 2)" in third.json()["detail"]
+    running: set[int] = set()
+
+    def complete() -> bool:
+        pods = pods_of(sandbox, name)
+        running.add(sum(p.status.phase in ("Pending", "Running") for p in pods))
+        again = post(dispatch_url, "batch", "b-1")
+        assert again.status_code == 200 and again.json()["created"] is False
+        return job_state(dispatch_url, name).get("state") == "succeeded"
+
+    wait_for(complete, timeout=90, what="the batch Job to complete", interval=0.2)
+    job = batch.read_namespaced_job(name, NAMESPACE)
+    assert job.status.succeeded == 3 and not job.status.failed
+    assert max(running) == 2  # parallelism
+    kinds = {c.type for c in job.status.conditions if c.status == "True"}
+    assert "Complete" in kinds
+    # its pods ran on kwok's nodes and exited 0
+    pods = pods_of(sandbox, name)
+    assert len(pods) == 3 and {p.status.phase for p in pods} == {"Succeeded"}
+    assert all(p.status.pod_ip for p in pods)
+    # once both are done, the waiting key goes through; the TTL then deletes the Job
+    wait_for(
+        lambda: post(dispatch_url, "batch", "b-3").status_code == 201,
+        timeout=90,
+        what="room for a third batch Job",
+    )
+    wait_for(
+        lambda: (
+            not batch.list_namespaced_job(NAMESPACE, field_selector=f"metadata.name={name}").items
+        ),
+        timeout=60,
+        what="the TTL to delete the finished Job",
+    )
 
 
 def test_bad_requests(dispatch_url: str) -> None:

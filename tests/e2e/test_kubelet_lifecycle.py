@@ -1,0 +1,246 @@
+"""What a kubelet does, done by kwok on the sandbox's nodes, with the control plane's own
+controllers reacting: a node that stops renewing its Lease goes NotReady and the taint manager
+evicts its pods, which their ReplicaSet replaces through loadsched; evictions through the
+Eviction API are graceful and honour PodDisruptionBudgets. No test writes a pod's status."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+
+from sandbox import kwok
+from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.processes import wait_for
+from tests.e2e.conftest import LOADS, load_annotations
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "lifecycle"
+LOST = NodeSpec("lost-1", "127.0.0.30")
+UNDER_LIMITS = {name for name, usage in LOADS.items() if usage <= 0.65}
+
+
+@pytest.fixture(scope="module")
+def namespace(sandbox: Sandbox) -> Iterator[str]:
+    sandbox.core.create_namespace({"metadata": {"name": NAMESPACE}})
+    yield NAMESPACE
+    sandbox.core.delete_namespace(NAMESPACE)
+
+
+def replica_set(
+    name: str, replicas: int, *, scheduler: str, stops_after: str = "500ms", **spec: Any
+) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    "annotations": kwok.lifecycle(stops_after=stops_after),
+                },
+                "spec": {
+                    "schedulerName": scheduler,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}},
+                        }
+                    ],
+                    **spec,
+                },
+            },
+        },
+    }
+
+
+def pods(sandbox: Sandbox, app: str) -> list[k8s.V1Pod]:
+    return list(sandbox.core.list_namespaced_pod(NAMESPACE, label_selector=f"app={app}").items)
+
+
+def running(sandbox: Sandbox, app: str) -> list[k8s.V1Pod]:
+    """Pods of ``app`` that kwok runs and nobody is deleting."""
+    return [
+        p
+        for p in pods(sandbox, app)
+        if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+    ]
+
+
+def ready(node: k8s.V1Node) -> str:
+    return next((c.status for c in node.status.conditions or () if c.type == "Ready"), "")
+
+
+def test_a_lost_node_s_pods_are_replaced_on_nodes_under_their_limits(
+    sandbox: Sandbox,
+    schedulers: dict[str, str],
+    extender: str,
+    namespace: str,
+    set_loads: Callable[[dict[str, float]], None],
+) -> None:
+    apps = k8s.AppsV1Api(sandbox.api)
+    set_loads(LOADS)
+    sandbox.create_nodes([LOST])
+    sandbox.annotate_node(LOST.name, load_annotations(0.05))
+    try:
+        # the least loaded node is preferred; the pods tolerate an unreachable node 5 s
+        tolerate = [
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}
+            for key in ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+        ]
+        prefer_lost = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [
+                                {
+                                    "key": "kubernetes.io/hostname",
+                                    "operator": "In",
+                                    "values": [LOST.name],
+                                }
+                            ]
+                        },
+                    }
+                ]
+            }
+        }
+        body = replica_set(
+            "moved", 3, scheduler="loadsched", tolerations=tolerate, affinity=prefer_lost
+        )
+        apps.create_namespaced_replica_set(namespace, body)
+        wait_for(lambda: len(running(sandbox, "moved")) == 3, timeout=60, what="3 pods running")
+        first = {p.metadata.name: p.spec.node_name for p in running(sandbox, "moved")}
+        on_lost = {name for name, node in first.items() if node == LOST.name}
+        assert on_lost, first
+
+        # kwok stops being its kubelet: no Lease renewals from now on
+        sandbox.core.patch_node(LOST.name, {"metadata": {"labels": {kwok.KUBELET_LABEL: None}}})
+        grace = sandbox.lease_seconds * 5 // 4
+        wait_for(
+            lambda: ready(sandbox.core.read_node(LOST.name)) == "Unknown",
+            timeout=grace + 60,
+            what=f"{LOST.name} NotReady after {grace}s without a Lease renewal",
+        )
+        taints = {t.key: t.effect for t in sandbox.core.read_node(LOST.name).spec.taints or ()}
+        assert taints.get("node.kubernetes.io/unreachable") in ("NoExecute", "NoSchedule")
+
+        # the taint manager evicts them after their 5 s; nothing finishes the delete there
+        def evicted() -> bool:
+            gone = [p for p in pods(sandbox, "moved") if p.metadata.name in on_lost]
+            return len(gone) == len(on_lost) and all(p.metadata.deletion_timestamp for p in gone)
+
+        wait_for(evicted, timeout=60, what="the lost node's pods evicted")
+        for pod in pods(sandbox, "moved"):
+            if pod.metadata.name in on_lost:
+                reasons = {
+                    c.reason for c in pod.status.conditions or () if c.type == "DisruptionTarget"
+                }
+                assert reasons == {"DeletionByTaintManager"}, pod.status.conditions
+
+        # the ReplicaSet replaces them, and loadsched keeps the replacements off hot nodes
+        wait_for(lambda: len(running(sandbox, "moved")) == 3, timeout=60, what="3 pods again")
+        now = {p.metadata.name: p.spec.node_name for p in running(sandbox, "moved")}
+        replacements = {name: node for name, node in now.items() if name not in first}
+        assert len(replacements) == len(on_lost)
+        assert set(replacements.values()) <= UNDER_LIMITS, replacements
+        # the extender is unharmed and still answers
+        assert httpx.get(f"{extender}/readyz", timeout=5).status_code == 200
+    finally:
+        apps.delete_collection_namespaced_replica_set(namespace)
+        sandbox.core.delete_node(LOST.name)
+        # Deliberately forced, as an operator does for a node that is gone: no kubelet is
+        # left to finish these deletes.
+        for pod in sandbox.core.list_namespaced_pod(namespace).items:
+            if pod.spec.node_name == LOST.name:
+                sandbox.core.delete_namespaced_pod(
+                    pod.metadata.name, namespace, grace_period_seconds=0
+                )
+        wait_for(
+            lambda: not sandbox.core.list_namespaced_pod(namespace).items,
+            timeout=60,
+            what="the lifecycle namespace empty",
+        )
+
+
+def evict(sandbox: Sandbox, name: str) -> int:
+    """Ask the Eviction API to evict ``name``; the HTTP status of the answer."""
+    body = {"metadata": {"name": name, "namespace": NAMESPACE}}
+    try:
+        sandbox.core.create_namespaced_pod_eviction(name, NAMESPACE, body)
+    except k8s.ApiException as error:
+        return int(error.status)
+    return 201
+
+
+def test_evictions_are_graceful_honour_budgets_and_are_replaced(
+    sandbox: Sandbox, schedulers: dict[str, str], namespace: str
+) -> None:
+    apps = k8s.AppsV1Api(sandbox.api)
+    policy = k8s.PolicyV1Api(sandbox.api)
+    # each pod takes 3 s to stop once asked, as a real program finishing its work
+    apps.create_namespaced_replica_set(
+        namespace, replica_set("evicted", 3, scheduler="default-scheduler", stops_after="3s")
+    )
+    try:
+        wait_for(lambda: len(running(sandbox, "evicted")) == 3, timeout=60, what="3 pods")
+
+        # no budget: the eviction is accepted and the pod stops gracefully
+        victim = running(sandbox, "evicted")[0].metadata.name
+        assert evict(sandbox, victim) == 201
+        stopping = sandbox.core.read_namespaced_pod(victim, namespace)
+        assert stopping.metadata.deletion_timestamp is not None
+        assert stopping.spec.termination_grace_period_seconds == 30
+        wait_for(
+            lambda: victim not in {p.metadata.name for p in pods(sandbox, "evicted")},
+            timeout=30,
+            what="kwok to finish the evicted pod's delete",
+        )
+        wait_for(lambda: len(running(sandbox, "evicted")) == 3, timeout=60, what="a replacement")
+
+        # a budget that allows no disruption refuses the eviction
+        budget = {
+            "metadata": {"name": "evicted"},
+            "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "evicted"}}},
+        }
+        policy.create_namespaced_pod_disruption_budget(namespace, budget)
+
+        def healthy(expected: int) -> Callable[[], bool]:
+            def check() -> bool:
+                status = policy.read_namespaced_pod_disruption_budget("evicted", namespace).status
+                return (
+                    bool(status)
+                    and status.current_healthy == 3
+                    and status.disruptions_allowed == expected
+                )
+
+            return check
+
+        wait_for(healthy(0), timeout=60, what="the budget to count 3 healthy pods")
+        kept = running(sandbox, "evicted")[0].metadata.name
+        assert evict(sandbox, kept) == 429
+        assert not sandbox.core.read_namespaced_pod(kept, namespace).metadata.deletion_timestamp
+
+        # a budget of one: one eviction passes, a second one at once is refused
+        policy.patch_namespaced_pod_disruption_budget(
+            "evicted", namespace, {"spec": {"minAvailable": 2}}
+        )
+        wait_for(healthy(1), timeout=60, what="the budget to allow one disruption")
+        first, second = (p.metadata.name for p in running(sandbox, "evicted")[:2])
+        assert evict(sandbox, first) == 201
+        assert evict(sandbox, second) == 429
+        wait_for(lambda: len(running(sandbox, "evicted")) == 3, timeout=60, what="a replacement")
+    finally:
+        policy.delete_collection_namespaced_pod_disruption_budget(namespace)
+        apps.delete_collection_namespaced_replica_set(namespace)
+        wait_for(
+            lambda: not pods(sandbox, "evicted"), timeout=60, what="the evicted app's pods gone"
+        )
