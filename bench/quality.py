@@ -10,7 +10,8 @@ from the same cluster: no bench pods, the exporter at every node's background lo
 1-minute metrics settled back to it, a fresh annotator, the extender started with the strategy's
 policy and a kube-scheduler with it (or without any extender, for plain).
 
-No kubelet: sandbox/workload.py simulates the pods. The bench's pod watch sees bindings;
+kwok runs the pods (Running once their profile's startup has passed); their usage is
+simulated by sandbox/workload.py. The bench's pod watch sees bindings;
 every second each node's true usage (its background plus, for each pod bound there, that
 pod's seeded profile from a startup delay after binding until deletion) goes to the synthetic
 exporter, and is recorded. Measured: node-seconds above the policy's limits, p99 and maximum

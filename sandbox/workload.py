@@ -1,6 +1,6 @@
-"""A simulated workload for the sandbox (no kubelet): a seeded trace of pods, each with its own
-usage profile, and the true usage of every node as the sum of its background load and the
-pods bound to it. Pure: no I/O, time is passed in (seconds since the trace started).
+"""A simulated workload for the sandbox (kwok runs the pods, nothing runs in them): a seeded
+trace of pods, each with its own usage profile, and the true usage of every node as the sum of
+its background load and the pods bound to it. Pure: no I/O, time is passed in (seconds since the trace started).
 
 A pod uses nothing until a startup delay after its binding; then it uses its profile's
 fraction of its request (some pods a fifth of it, some more than all of it), swinging by an

@@ -126,6 +126,8 @@ def expose(sandbox: Sandbox, address: str, port: int) -> None:
             "spec": {"schedulerName": "none", "containers": [{"name": "x", "image": "x"}]},
         },
     )
+    # Deliberately faked: the endpoint is loadsched's own process on the host, which no
+    # kubelet runs, so the pod only carries its address.
     core.patch_namespaced_pod_status(
         "extender-endpoint", NAMESPACE, {"status": {"podIP": address, "podIPs": [{"ip": address}]}}
     )

@@ -335,7 +335,7 @@ def test_cronjob_fires_and_respects_forbid(sandbox: Sandbox, dispatch_url: str) 
     assert first.spec.template.spec.containers[0].env[0].value == "cron"
     described = httpx.get(f"{dispatch_url}/v1/cronjobs/{NAMESPACE}/{name}", headers=AUTH).json()
     assert described["schedule"] == "* * * * *" and described["concurrencyPolicy"] == "Forbid"
-    # its Job never finishes (no kubelet): the next minutes are skipped, not run beside it
+    # its Job's pods never start (template work): the next minutes are skipped, not run beside it
     scheduled = first.metadata.creation_timestamp
     wait_for(
         lambda: any(
