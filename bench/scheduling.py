@@ -25,7 +25,12 @@ CPU per pod comes from each process's user + system time over its batch. ``--var
 starts a second loadsched extender with those flags besides and runs it as a fourth kind in
 every round, so two settings are compared in one run (their ratio is printed too).
 
+kwok is every node's kubelet: it renews each node's Lease (``--lease-seconds``, 40 by default
+as kubelet's, every quarter of it) and runs the bound pods, so heartbeats and pod status
+updates load the API server as in a cluster.
+
     .venv/bin/python bench/scheduling.py [--nodes 1000] [--pods 2000] [--rounds 2] [--warmup 300]
+        [--lease-seconds 40]
         [--percentages 0,50] [--churn NODES_PER_S] [--extender-arg=FLAG ...]
         [--variant-arg=FLAG ...]
 """
@@ -54,6 +59,7 @@ from bench.extender import add_extender_args  # noqa: E402
 from bench.stats import median_interval  # noqa: E402
 from sandbox.build import ensure_minimal_extender  # noqa: E402
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body  # noqa: E402
+from sandbox.kwok import LEASE_SECONDS  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
 from shared.annotations import encode_metric  # noqa: E402
 from shared.kube.config import load_endpoint  # noqa: E402
@@ -439,6 +445,13 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=LEASE_SECONDS,
+        help="the nodes' Lease duration; kwok renews every quarter of it "
+        f"(default {LEASE_SECONDS}, kubelet's)",
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=300, help="pods per uncounted first batch")
     parser.add_argument(
@@ -466,11 +479,19 @@ def main() -> int:
     options = parser.parse_args()
     if options.churn is not None and options.churn < 0:
         parser.error("--churn must be 0 or more")
+    if options.lease_seconds < 10:
+        parser.error("--lease-seconds must be 10 or more")
     rate = options.nodes / ANNOTATOR_PERIOD if options.churn is None else options.churn
-    with Sandbox() as box:
+    with Sandbox(lease_seconds=options.lease_seconds) as box:
         print(f"creating {options.nodes} nodes", file=sys.stderr)
         specs = nodes(options.nodes)
-        box.create_nodes(specs, workers=16)
+        box.create_nodes(specs, workers=16, timeout=max(120, options.nodes / 10))
+        renewals = options.nodes / (options.lease_seconds / 4)
+        print(
+            f"kwok renews {options.nodes} node Leases every {options.lease_seconds / 4:g} s "
+            f"({renewals:.0f} updates/s)",
+            file=sys.stderr,
+        )
         loadsched_url = box.start_extender(args=["--log-level", "warning", *options.extender_arg])
         minimal_url = start_minimal_extender(box)
         extenders: dict[str, ExtenderSpec | None] = {

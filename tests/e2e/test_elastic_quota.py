@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from sandbox import kwok
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox
 from sandbox.lag import LaggingRelay
 from sandbox.processes import wait_for
@@ -297,7 +298,11 @@ def test_the_user_story(
                 "parallelism": 2,
                 "completions": 2,
                 "backoffLimit": 20,
-                "template": {"spec": pod_spec("2", restartPolicy="Never")},
+                # its pods run until evicted (kwok ends a Job's pods after 1 s otherwise)
+                "template": {
+                    "metadata": {"annotations": kwok.lifecycle(runs="1h")},
+                    "spec": pod_spec("2", restartPolicy="Never"),
+                },
             },
         },
     )
