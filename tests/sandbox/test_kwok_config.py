@@ -83,16 +83,11 @@ def test_a_node_registers_for_kwok_with_no_status_conditions() -> None:
     assert "conditions" not in body["status"]  # kwok reports Ready
 
 
-class Obj:
-    def __init__(self, **fields: object) -> None:
-        self.__dict__.update(fields)
-
-
-def node(ready: str, taints: list[str]) -> Obj:
-    return Obj(
-        status=Obj(conditions=[Obj(type="Ready", status=ready)]),
-        spec=Obj(taints=[Obj(key=key) for key in taints]),
-    )
+def node(ready: str, taints: list[str]) -> dict[str, object]:
+    return {
+        "status": {"conditions": [{"type": "Ready", "status": ready}]},
+        "spec": {"taints": [{"key": key, "effect": "NoSchedule"} for key in taints]},
+    }
 
 
 @pytest.mark.parametrize(
@@ -102,13 +97,15 @@ def node(ready: str, taints: list[str]) -> Obj:
         ("True", ["node.kubernetes.io/not-ready"], False),
         ("Unknown", ["node.kubernetes.io/unreachable"], False),
         ("False", [], False),
+        (None, [], False),
         ("True", ["dedicated"], True),
     ],
 )
 def test_a_node_is_schedulable_once_ready_and_untainted(
-    ready: str, taints: list[str], expected: bool
+    ready: str | None, taints: list[str], expected: bool
 ) -> None:
-    assert node_schedulable(node(ready, taints)) is expected
+    body = node(ready, taints) if ready else {"metadata": {"name": "new"}}
+    assert node_schedulable(body) is expected
 
 
 def test_tools_are_pinned_in_their_modules() -> None:
