@@ -85,7 +85,14 @@ TITLES = {
     "loadsched": "+ loadsched extender",
     VARIANT: "+ loadsched, variant",
 }
-PROCESSES = ("kube-scheduler", "kube-apiserver", "etcd", "kube-controller-manager", "extender")
+PROCESSES = (
+    "kube-scheduler",
+    "kube-apiserver",
+    "etcd",
+    "kube-controller-manager",
+    "kwok",
+    "extender",
+)
 
 
 def nodes(count: int, seed: int = 11) -> list[NodeSpec]:
@@ -268,6 +275,7 @@ class Bench:
             "kube-apiserver": used.get("kube-apiserver", 0.0),
             "etcd": used.get("etcd", 0.0),
             "kube-controller-manager": used.get("kube-controller-manager", 0.0),
+            "kwok": used.get("kwok", 0.0),
             "extender": used.get(extender, 0.0) if extender else 0.0,
             "bench": own.user + own.system,
         }
