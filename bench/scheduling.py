@@ -493,7 +493,7 @@ def main() -> int:
     with Sandbox(lease_seconds=options.lease_seconds) as box:
         print(f"creating {options.nodes} nodes", file=sys.stderr)
         specs = nodes(options.nodes)
-        box.create_nodes(specs, workers=16, timeout=max(120, options.nodes / 10))
+        box.create_nodes(specs, workers=16)
         renewals = options.nodes / (options.lease_seconds / 4)
         print(
             f"kwok renews {options.nodes} node Leases every {options.lease_seconds / 4:g} s "

@@ -348,14 +348,15 @@ def main(argv: list[str] | None = None) -> int:
         "--version",
         help=f"Kubernetes release to build (default: ${VERSION_ENV}, else hack/kube/go.mod's)",
     )
-    parser.add_argument("--kube-only", action="store_true", help="skip helm and kwok")
+    parser.add_argument("--kube-only", action="store_true", help="skip etcd, kwok and helm")
     args = parser.parse_args(argv)
     try:
         version = check_version(args.version, source="--version") if args.version else None
         print(ensure_kube_binaries(version=version))
         if not args.kube_only:
-            print(ensure_helm())
+            print(ensure_etcd())
             print(ensure_kwok())
+            print(ensure_helm())
     except (ValueError, RuntimeError) as error:
         print(f"sandbox.build: {error}", file=sys.stderr)
         return 2

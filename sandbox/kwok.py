@@ -4,7 +4,8 @@ exit and finishes their graceful deletion, all through the API server as a kubel
 (stages in ``kwok-stages.yaml``). Containers are simulated: nothing is pulled or executed.
 
 A pod picks its behaviour with annotations (or labels of the same keys); ``lifecycle`` writes
-them. ``start_now`` and ``exit_now`` change them on a live pod, which kwok then acts on: the
+them. kwok times each delay from the pod's latest change it sees (a status or metadata update
+restarts the clock), not from binding or start. ``start_now`` and ``exit_now`` change them on a live pod, which kwok then acts on: the
 moment an image pull ends, the moment a program exits.
 
     pod["metadata"]["annotations"] = lifecycle(runs="5s", exit_code=1)   # fails after 5 s
@@ -26,9 +27,6 @@ RUNS = "sandbox.loadsched.io/runs"
 EXIT_CODE = "sandbox.loadsched.io/exit-code"
 STOPS_AFTER = "sandbox.loadsched.io/stops-after"
 POD_CIDR = "10.244.0.0/16"
-ENV = {"KUBE_FEATURE_WatchListClient": "false"}
-"""kwok's client-go streams its initial lists (WatchListClient), which kube-apiserver serves
-only on an etcd with progress notifications (3.5+); Debian's etcd 3.4 has none."""
 LEASE_SECONDS = 40
 """kubelet's default ``nodeLeaseDurationSeconds``; renewed every quarter of it."""
 

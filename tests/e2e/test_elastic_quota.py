@@ -92,6 +92,9 @@ def pod_spec(
         "schedulerName": scheduler,
         "nodeSelector": {"loadsched.test/pool": pool},
         "tolerations": [{**taint(pool), "operator": "Equal"}],
+        # Deliberately grace 0 (and the annotator's --eviction-grace-seconds 0): these tests
+        # pin preemption and reclaim with victims that vanish at once, the race kube-scheduler's
+        # asynchronous preemption opens; graceful evictions: test_kubelet_lifecycle.py.
         "terminationGracePeriodSeconds": 0,
         "containers": [
             {
@@ -164,6 +167,7 @@ def quota_cluster(sandbox: Sandbox) -> Iterator[dict[str, str]]:
     sandbox.install_crd(CRD)
     for body in NODES:
         sandbox.core.create_node(body)
+    sandbox.wait_schedulable({body["metadata"]["name"] for body in NODES})
     for namespace in NAMESPACES:
         sandbox.core.create_namespace({"metadata": {"name": namespace}})
     scheduling = k8s.SchedulingV1Api(sandbox.api)
