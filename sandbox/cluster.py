@@ -176,7 +176,7 @@ class Sandbox:
         lease_seconds: int = kwok.LEASE_SECONDS,
     ) -> None:
         self._own_workdir = workdir is None
-        base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+        base = memory_backed_folder()
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="loadsched-sandbox-", dir=base))
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
         self.supervisor = Supervisor(self.workdir / "logs")
@@ -771,6 +771,20 @@ class Sandbox:
             timeout=60,
             what=f"pods {selector!r} deleted",
         )
+
+
+SHM_NEEDED = 1 << 30
+"""What the sandbox wants free in /dev/shm: etcd preallocates 64 MiB WAL segments."""
+
+
+def memory_backed_folder() -> Path | None:
+    """/dev/shm when it has room for a sandbox, else ``None`` (the system's temp folder): a
+    container's /dev/shm is often 64 MiB, too small for etcd's write-ahead log."""
+    shm = Path("/dev/shm")
+    try:
+        return shm if shm.is_dir() and shutil.disk_usage(shm).free >= SHM_NEEDED else None
+    except OSError:
+        return None
 
 
 NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")

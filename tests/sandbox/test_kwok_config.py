@@ -3,6 +3,7 @@ pinned in hack/."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,15 @@ def test_a_module_without_the_pin_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "go.mod").write_text("module x\n\ngo 1.26.0\n")
     with pytest.raises(RuntimeError, match="no 'require sigs.k8s.io/kwok vX.Y.Z' line"):
         build.pinned_version(tmp_path, "sigs.k8s.io/kwok")
+
+
+def test_a_small_dev_shm_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox import cluster
+
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(cluster.shutil, "disk_usage", lambda _: usage._replace(free=64 << 20))
+    assert cluster.memory_backed_folder() is None
+    monkeypatch.setattr(cluster.shutil, "disk_usage", lambda _: usage._replace(free=8 << 30))
+    assert cluster.memory_backed_folder() == (
+        Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    )
