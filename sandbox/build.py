@@ -207,7 +207,7 @@ def ensure_kube_binaries(
 ) -> Path:
     """The folder holding the four binaries of ``version`` (default: ``selected_version()``);
     builds them first if any is missing."""
-    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    say = _say(say)
     version = check_version(version, source="version") if version else selected_version()
     target = bin_dir(version)
     if all((target / name).is_file() for name in COMMANDS):
@@ -326,7 +326,7 @@ MINIMAL_EXTENDER_MODULE = ROOT / "hack" / "minimal-extender"
 def ensure_minimal_extender(say: Callable[[str], None] | None = None) -> Path:
     """The yardstick extender of ``bench/scheduling.py`` (``hack/minimal-extender``), built
     into the cache under a hash of its source the first time (standard library only: seconds)."""
-    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    say = _say(say)
     digest = hashlib.sha256()
     for name in ("go.mod", "main.go"):
         digest.update((MINIMAL_EXTENDER_MODULE / name).read_bytes())
