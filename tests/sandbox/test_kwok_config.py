@@ -36,10 +36,17 @@ def test_the_configuration_manages_labelled_nodes_with_leases_and_every_stage() 
         "node-heartbeat",
         "pod-ready",
         "pod-exit",
+        "pod-stop",
         "pod-delete",
     }
     assert {doc["kind"] for doc in stages.values()} == {"Stage"}
     assert stages["pod-delete"]["spec"]["next"] == {"delete": True}  # type: ignore[index]
+    # The kubelet reports a deleted pod terminal before it finishes the delete, and only then.
+    stop = stages["pod-stop"]["spec"]["selector"]["matchExpressions"]  # type: ignore[index]
+    delete = stages["pod-delete"]["spec"]["selector"]["matchExpressions"]  # type: ignore[index]
+    terminal = ["Succeeded", "Failed"]
+    assert {"key": ".status.phase", "operator": "NotIn", "values": terminal} in stop
+    assert {"key": ".status.phase", "operator": "In", "values": terminal} in delete
 
 
 def test_every_annotation_a_stage_reads_is_one_lifecycle_writes() -> None:
