@@ -61,6 +61,7 @@ from annotator.objects import NODE_DECODER, Node, NodeStore  # noqa: E402
 from annotator.patching import NodePatcher, kube_client  # noqa: E402
 from annotator.prometheus import PrometheusClient  # noqa: E402
 from annotator.sync import AnnotationSync, MetricSync, RoundReport  # noqa: E402
+from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from bench.stats import median_interval  # noqa: E402
 from sandbox.build import cache_root  # noqa: E402
 from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port  # noqa: E402
@@ -397,13 +398,15 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline-sample", type=int, default=200)
+    add_lease_option(parser)
     options = parser.parse_args()
     if options.nodes < 1 or options.rounds < 1 or options.baseline_sample < 1:
         parser.error("--nodes, --rounds and --baseline-sample must be at least 1")
     floor = ensure_patchfloor()
     specs = nodes(options.nodes)
-    with Sandbox() as box:
+    with Sandbox(lease_seconds=options.lease_seconds) as box:
         print(f"creating {len(specs)} nodes", file=sys.stderr)
+        print(renewals(len(specs), options.lease_seconds), file=sys.stderr)
         box.create_nodes(specs, workers=16)
         port = 9100
         nodes_file = box.workdir / "nodes.txt"

@@ -48,13 +48,13 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
+from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from bench.naive_models import ExtenderArgs as NaiveArgs  # noqa: E402
 from extender.scheduling.metrics import ExtenderMetrics  # noqa: E402
 from extender.scheduling.node_view import NodeLoadCache  # noqa: E402
 from extender.scheduling.verbs import LoadAwareExtender  # noqa: E402
 from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
-from sandbox.kwok import LEASE_SECONDS  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402
 from shared.policy import ScoringPolicy, default_policy  # noqa: E402
 from tests import payloads  # noqa: E402
@@ -481,9 +481,8 @@ def churn_through_sandbox(options: argparse.Namespace, rules: LoadRules, rounds:
         box.create_nodes(specs, workers=16)
         url = box.start_extender(args=["--log-level", "warning", *options.extender_arg])
         print(
-            f"extender under churn through kube-apiserver; cpus={os.cpu_count()}; kwok renews "
-            f"{len(specs)} node Leases every {options.lease_seconds / 4:g} s "
-            f"({len(specs) / (options.lease_seconds / 4):.0f} updates/s); extender flags: "
+            f"extender under churn through kube-apiserver; cpus={os.cpu_count()}; "
+            f"{renewals(len(specs), options.lease_seconds)}; extender flags: "
             f"{' '.join(options.extender_arg) or 'none'}"
         )
         with httpx.Client(base_url=url, timeout=60) as client:
@@ -526,17 +525,10 @@ def main() -> int:
         help="only the churn table, through a sandbox's real API server with this many nodes, "
         "kwok their kubelet renewing their Leases (default 0: the fake API server)",
     )
-    parser.add_argument(
-        "--lease-seconds",
-        type=int,
-        default=LEASE_SECONDS,
-        help=f"with --kwok-nodes, the nodes' Lease duration (default {LEASE_SECONDS}, kubelet's)",
-    )
+    add_lease_option(parser)
     options = parser.parse_args()
     if options.kwok_nodes < 0:
         parser.error("--kwok-nodes must be 0 or more")
-    if options.lease_seconds < 10:
-        parser.error("--lease-seconds must be 10 or more")
     quick = bool(options.quick)
     rules = LoadRules.from_policy(default_policy())
     if options.kwok_nodes:

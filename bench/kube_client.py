@@ -35,6 +35,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
 from shared.kube import patching  # noqa: E402
 from shared.kube.config import load_endpoint  # noqa: E402
@@ -164,13 +165,15 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1500)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=8)
+    add_lease_option(parser)
     options = parser.parse_args()
     specs = [
         NodeSpec(f"node-{i:05d}", f"10.{i // 62500}.{(i // 250) % 250}.{i % 250 + 1}")
         for i in range(options.nodes)
     ]
-    with Sandbox() as box:
+    with Sandbox(lease_seconds=options.lease_seconds) as box:
         print(f"creating {len(specs)} nodes", file=sys.stderr)
+        print(renewals(len(specs), options.lease_seconds), file=sys.stderr)
         box.create_nodes(specs, workers=16)
         uvloop.run(measure(box, [s.name for s in specs], options.rounds, options.concurrency))
     return 0

@@ -56,10 +56,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender import add_extender_args  # noqa: E402
+from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from bench.stats import median_interval  # noqa: E402
 from sandbox.build import ensure_minimal_extender  # noqa: E402
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body  # noqa: E402
-from sandbox.kwok import LEASE_SECONDS  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
 from shared.annotations import encode_metric  # noqa: E402
 from shared.kube.config import load_endpoint  # noqa: E402
@@ -453,13 +453,7 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=2000)
-    parser.add_argument(
-        "--lease-seconds",
-        type=int,
-        default=LEASE_SECONDS,
-        help="the nodes' Lease duration; kwok renews every quarter of it "
-        f"(default {LEASE_SECONDS}, kubelet's)",
-    )
+    add_lease_option(parser)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=300, help="pods per uncounted first batch")
     parser.add_argument(
@@ -487,19 +481,12 @@ def main() -> int:
     options = parser.parse_args()
     if options.churn is not None and options.churn < 0:
         parser.error("--churn must be 0 or more")
-    if options.lease_seconds < 10:
-        parser.error("--lease-seconds must be 10 or more")
     rate = options.nodes / ANNOTATOR_PERIOD if options.churn is None else options.churn
     with Sandbox(lease_seconds=options.lease_seconds) as box:
         print(f"creating {options.nodes} nodes", file=sys.stderr)
         specs = nodes(options.nodes)
         box.create_nodes(specs, workers=16)
-        renewals = options.nodes / (options.lease_seconds / 4)
-        print(
-            f"kwok renews {options.nodes} node Leases every {options.lease_seconds / 4:g} s "
-            f"({renewals:.0f} updates/s)",
-            file=sys.stderr,
-        )
+        print(renewals(options.nodes, options.lease_seconds), file=sys.stderr)
         loadsched_url = box.start_extender(args=["--log-level", "warning", *options.extender_arg])
         minimal_url = start_minimal_extender(box)
         extenders: dict[str, ExtenderSpec | None] = {

@@ -30,6 +30,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from extender.scheduling.node_view import NodeLoadCache, decode_node  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
 from shared.annotations import encode_metric  # noqa: E402
@@ -111,6 +112,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--events", type=int, default=3000, help="node patches per measurement")
     parser.add_argument("--rounds", type=int, default=4)
+    add_lease_option(parser)
     options = parser.parse_args()
     if options.nodes < 1 or options.events < 1 or options.rounds < 1:
         parser.error("--nodes, --events and --rounds must be positive")
@@ -126,7 +128,8 @@ def main() -> int:
     ]
     names = [specs[i % len(specs)].name for i in range(options.events)]
     per_event: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    with Sandbox() as box:
+    with Sandbox(lease_seconds=options.lease_seconds) as box:
+        print(renewals(len(specs), options.lease_seconds), file=sys.stderr)
         box.create_nodes(specs)
         endpoint = load_endpoint(str(box.kubeconfig))
         for round_ in range(options.rounds + 1):  # round 0 warms up, uncounted

@@ -1,8 +1,14 @@
 """bench/scheduling.py: each kind goes first as often as last; the interval it prints for the
-median of the rounds."""
+median of the rounds; the sandbox benches' ``--lease-seconds``."""
 
+import argparse
+
+import pytest
+
+from bench.lease_option import add_lease_option, lease_seconds, renewals
 from bench.scheduling import KINDS, PROCESS, TITLES, VARIANT, round_order
 from bench.stats import median_interval
+from sandbox import kwok
 
 
 def test_rounds_take_the_kinds_in_turn_then_in_reverse() -> None:
@@ -34,3 +40,14 @@ def test_the_interval_for_the_median_is_the_widest_order_statistics_the_sign_tes
     values = [float(v) for v in range(20)]
     low, high, cover = median_interval(values)
     assert (low, high) == (5.0, 14.0) and abs(cover - 0.9586) < 1e-4
+
+
+def test_lease_seconds_are_whole_and_long_enough_for_kwok() -> None:
+    parser = argparse.ArgumentParser()
+    add_lease_option(parser)
+    assert parser.parse_args([]).lease_seconds == kwok.LEASE_SECONDS
+    assert parser.parse_args(["--lease-seconds", "240"]).lease_seconds == 240
+    for bad in ("9", "x", "2.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match=bad):
+            lease_seconds(bad)
+    assert renewals(5000, 240) == "kwok renews 5000 node Leases every 60 s (83 updates/s)"
