@@ -185,9 +185,12 @@ class RequeueRig:
             )
 
     def hold(self, namespace: str, name: str, cpu: str, *, high: bool = False) -> None:
-        """A pod bound directly to the first node: it counts against its quota."""
+        """A pod bound directly to the first node: it counts against its quota. Deleted, it
+        stops at once (kwok finishes the delete as soon as it sees it), so a cause's moment
+        is the delete's, not half a second before its end."""
         body = pod_body(name, scheduler_name="none", cpu=cpu, namespace=namespace)
         body["spec"]["nodeName"] = self.nodes[0]
+        body["metadata"].setdefault("annotations", {}).update(kwok.lifecycle(stops_after="0s"))
         if high:
             body["spec"]["priorityClassName"] = HIGH
         self._held.add(namespace)
