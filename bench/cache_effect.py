@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender_cpu import NODES, scheduler_window  # noqa: E402
 from extender.scheduling.metrics import ExtenderMetrics  # noqa: E402
-from extender.scheduling.node_view import NodeLoadCache  # noqa: E402
+from extender.scheduling.node_cache import NodeLoadCache  # noqa: E402
 from extender.scheduling.verbs import LoadAwareExtender  # noqa: E402
 from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402

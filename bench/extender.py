@@ -51,7 +51,7 @@ from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
 from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from bench.naive_models import ExtenderArgs as NaiveArgs  # noqa: E402
 from extender.scheduling.metrics import ExtenderMetrics  # noqa: E402
-from extender.scheduling.node_view import NodeLoadCache  # noqa: E402
+from extender.scheduling.node_cache import NodeLoadCache  # noqa: E402
 from extender.scheduling.verbs import LoadAwareExtender  # noqa: E402
 from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402

@@ -166,7 +166,7 @@ class AnnotationChurn:
 def extender_counts(url: str) -> dict[str, float]:
     """What the extender has counted so far (its own metrics): ``seconds``, its filter +
     prioritize time; per verb, ``<verb>`` calls answered and ``<verb>-kept`` answers kept
-    for the same nodes (:class:`extender.scheduling.verbs.WindowMemo`)."""
+    for the same nodes (:class:`extender.scheduling.memos.WindowMemo`)."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:  # noqa: S310 - loopback
         text = response.read().decode()
 

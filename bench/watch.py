@@ -2,7 +2,7 @@
 httpx and read straight off its connection (:mod:`shared.kube.streaming`), side by side.
 
 Both are the extender's own node watch (a :class:`~shared.kube.watching.Reflector` feeding a
-:class:`~extender.scheduling.node_view.NodeLoadCache`), one client built as the extender
+:class:`~extender.scheduling.node_cache.NodeLoadCache`), one client built as the extender
 builds it and one given httpx's own transport. They take turns, ``--rounds`` times each: the
 watch is started and synced, then writer threads patch ``--events`` nodes' load annotations
 through the API server and the watch's CPU is counted until it has applied every one. CPU is
@@ -31,7 +31,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.lease_option import add_lease_option, renewals  # noqa: E402
-from extender.scheduling.node_view import NodeLoadCache, decode_node  # noqa: E402
+from extender.scheduling.node_cache import NodeLoadCache, decode_node  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
 from shared.annotations import encode_metric  # noqa: E402
 from shared.kube import direct  # noqa: E402

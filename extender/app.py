@@ -37,12 +37,13 @@ from extender.scheduling import explain_routes
 from extender.scheduling import routes as scheduler
 from extender.scheduling.explain import Explainer
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache, Wording, decode_node
+from extender.scheduling.node_cache import NodeLoadCache, decode_node
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.requeue import Requeuer, RequeueTracker
 from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import Node
+from extender.scheduling.wording import Wording
 from extender.settings import ExtenderSettings
 from extender.state import ROOMS, ExtenderState, Room
 from extender.status import routes as status

@@ -110,7 +110,7 @@ class ExtenderSettings(KubeClientSettings):
     """Answer kube-scheduler's filter, prioritize and preempt calls in the HTTP protocol
     itself, in one write, rather than through the ASGI app that serves every other route:
     the same answers, status codes, metrics and Server-Timing, for less CPU per call. A
-    request that is not plain (see :class:`extender.cli.GuardedHttpProtocol`), and filter
+    request that is not plain (see :class:`extender.serving.GuardedHttpProtocol`), and filter
     with --elastic-quota (its answer waits on a write), always go through the app. Off
     (``--no-http-verbs-direct``) to compare the two."""
     log_level: str = Field(default="INFO", pattern=r"(?i)^(debug|info|warning|error)$")

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from extender.dispatch.dispatcher import Dispatcher
 from extender.scheduling.explain_routes import ExplainService
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.node_cache import NodeLoadCache
 from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import Node
 from extender.settings import ExtenderSettings

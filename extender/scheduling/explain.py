@@ -3,8 +3,8 @@ now, with what each metric contributed, and the elastic-quota admission of its n
 
 Nothing here decides anything: the verdicts are the node view's (:meth:`LoadAwareExtender.view`,
 the one names-only filter and prioritize read), a node's rejection is
-:func:`extender.scheduling.verbs.refusal`, its 0..10 is
-:func:`extender.scheduling.verbs.scaled` over the nodes explained (as prioritize's is over the
+:func:`extender.scheduling.tally.refusal`, its 0..10 is
+:func:`extender.scheduling.answers.scaled` over the nodes explained (as prioritize's is over the
 nodes asked about), and the quota's decision is the gate's
 side-effect-free :meth:`QuotaGate.check`. The models below are the JSON of ``/v1/explain``
 (:mod:`extender.scheduling.explain_routes`) and are documented in the OpenAPI schema.
@@ -19,8 +19,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from extender.scheduling.answers import node_score, scaled
 from extender.scheduling.quota_gate import QuotaGate
-from extender.scheduling.verbs import LoadAwareExtender, node_score, refusal, scaled
+from extender.scheduling.tally import refusal
+from extender.scheduling.verbs import LoadAwareExtender
 from shared.load_model import WITH_POD, MetricTerm, Verdict
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity

@@ -32,7 +32,7 @@ from datetime import datetime
 import httpx
 
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.node_cache import NodeLoadCache
 from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.wire import PodInfo
 from shared.annotations import format_timestamp

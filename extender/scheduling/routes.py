@@ -121,7 +121,7 @@ class SchedulerVerbs:
     """The verbs of one extender (filter, prioritize, preempt, bind), as an ASGI app; and,
     for the verbs answered without waiting on anything (:attr:`answered_now`), as a plain
     call from a request body to the answer's bytes (:meth:`answer_now`), which the HTTP
-    protocol of :mod:`extender.cli` makes without the ASGI app."""
+    protocol of :mod:`extender.serving` makes without the ASGI app."""
 
     def __init__(self, state: VerbsState) -> None:
         self._state = state

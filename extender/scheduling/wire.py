@@ -37,7 +37,7 @@ class ExtenderArgs(msgspec.Struct, gc=False):
 
     ``NodeNames`` is kept as sent, JSON: kube-scheduler asks about the same windows of nodes pod
     after pod, so those bytes are the key of the answers kept for them
-    (:class:`extender.scheduling.verbs.WindowMemo`), and the names are decoded
+    (:class:`extender.scheduling.memos.WindowMemo`), and the names are decoded
     (:func:`node_names`) only when an answer is computed."""
 
     Pod: PodInfo | None = None

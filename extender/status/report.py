@@ -12,7 +12,7 @@ from datetime import datetime
 from fractions import Fraction
 
 from extender.dispatch.dispatcher import Dispatcher
-from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.node_cache import NodeLoadCache
 from extender.status.models import (
     STATUS_PARTS,
     InvalidQuota,

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from extender.app import create_app
-from extender.scheduling.node_view import NodeLoadCache, decode_node
+from extender.scheduling.node_cache import NodeLoadCache, decode_node
 from extender.settings import ExtenderSettings
 from shared.annotations import format_timestamp
 from shared.kube.config import KubeEndpoint

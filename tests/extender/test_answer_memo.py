@@ -8,9 +8,11 @@ from typing import Any
 
 import msgspec
 
+from extender.scheduling.memos import AnswerMemo, WindowMemo, every_change
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache
-from extender.scheduling.verbs import AnswerMemo, LoadAwareExtender
+from extender.scheduling.node_cache import NodeLoadCache
+from extender.scheduling.tally import Tally
+from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import ARGS_DECODER, ENCODER, Node, NodeMeta
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
@@ -136,10 +138,9 @@ def test_memo_keeps_one_view_version_and_a_bounded_number_of_sets() -> None:
 def per_name(decide: LoadAwareExtender, names: list[str]) -> tuple[dict[str, str], dict[Any, int]]:
     """The rejections and their count by reason, judged one name at a time (the full-node
     path's way), from the same view."""
-    from extender.scheduling.verbs import _Tally  # noqa: PLC0415 - the reference it checks against
 
     view = decide.view(NOW)
-    tally = _Tally(fail_closed=False, check=True)
+    tally = Tally(fail_closed=False, check=True)
     for name in names:
         tally.judge(name, view.verdicts.get(name))
     return tally.rejected, dict(tally.reasons)
@@ -237,7 +238,6 @@ def test_a_kept_answer_older_than_the_changes_named_is_computed_again(rules: Loa
 
 def test_window_memo_drops_the_least_recently_used_window() -> None:
     from extender.scheduling.node_view import NodeView  # noqa: PLC0415
-    from extender.scheduling.verbs import WindowMemo, every_change  # noqa: PLC0415
 
     view = NodeView()
     view.verdicts.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyz"))  # type: ignore[arg-type]
@@ -255,7 +255,6 @@ def test_window_memo_keeps_windows_up_to_a_budget_of_names() -> None:
     """Windows are kept up to a number of names asked about, all told, whatever their sizes:
     many small windows or a few large ones; one dropped or replaced gives its names back."""
     from extender.scheduling.node_view import NodeView  # noqa: PLC0415
-    from extender.scheduling.verbs import WindowMemo, every_change  # noqa: PLC0415
 
     view = NodeView()
     view.verdicts.update({f"n{i}": None for i in range(20)})  # type: ignore[misc]
@@ -314,7 +313,6 @@ def test_a_window_most_likely_touched_by_the_changes_is_not_checked() -> None:
     """Checking a kept answer needs a set of the window's names: not made when the changes
     have most likely touched the window (nine in ten or more), however they fell."""
     from extender.scheduling.node_view import NodeView  # noqa: PLC0415
-    from extender.scheduling.verbs import WindowMemo, every_change  # noqa: PLC0415
 
     view = NodeView()
     view.verdicts.update({f"n{i}": None for i in range(100)})  # type: ignore[misc]
@@ -556,7 +554,6 @@ def test_window_memo_frees_the_windows_it_drops_when_told() -> None:
     import weakref  # noqa: PLC0415
 
     from extender.scheduling.node_view import NodeView  # noqa: PLC0415
-    from extender.scheduling.verbs import WindowMemo, every_change  # noqa: PLC0415
 
     class Answer:
         pass

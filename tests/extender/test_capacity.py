@@ -14,7 +14,7 @@ import yaml
 from extender.capacity import NodeCapacity
 from extender.dispatch.building import build_job
 from extender.dispatch.templates import parse_templates
-from extender.scheduling.node_view import NodeLoadCache, decode_node
+from extender.scheduling.node_cache import NodeLoadCache, decode_node
 from shared.capacity import nowhere_fits
 from shared.errors import ConfigError
 from shared.load_model import LoadRules

@@ -11,7 +11,7 @@ import pytest
 
 from extender.scheduling.explain import Explainer
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache, decode_node
+from extender.scheduling.node_cache import NodeLoadCache, decode_node
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import ARGS_DECODER

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from extender.scheduling.node_view import NOT_CACHED_REASON, Wording
+from extender.scheduling.wording import NOT_CACHED_REASON, Wording
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules, NodeLoad, evaluate, reason_message
 from shared.policy import parse_policy

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.node_cache import NodeLoadCache
 from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import Node
 from shared.load_model import LoadRules

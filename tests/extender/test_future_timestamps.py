@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from extender.scheduling.node_view import NodeLoadCache, RequestMemo
+from extender.scheduling.node_cache import NodeLoadCache, RequestMemo
 from extender.scheduling.wire import Node, NodeMeta
 from shared.annotations import encode_metric
 from shared.load_model import LoadRules
@@ -57,7 +57,7 @@ async def counted(client: httpx.AsyncClient) -> float:
 async def test_full_node_mode_counts_and_logs_once(
     client: httpx.AsyncClient, rules: LoadRules, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="extender.scheduling.node_view")
+    caplog.set_level(logging.WARNING, logger="extender.scheduling.node_cache")
     # 0.9 is above the 0.65 limit, but 8 hours ahead it is not used: fail-open passes
     body = payloads.full_args([payloads.node("n1", crane_written(rules, 0.9))])
     for _ in range(3):
@@ -75,7 +75,7 @@ async def test_full_node_mode_counts_and_logs_once(
 async def test_names_only_mode_counts_and_logs_once(
     make_client: ClientFactory, rules: LoadRules, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="extender.scheduling.node_view")
+    caplog.set_level(logging.WARNING, logger="extender.scheduling.node_cache")
     fake = FakeCollection(
         lists=[
             (
@@ -107,7 +107,7 @@ def node(name: str, annotations: dict[str, str]) -> Node:
 def test_each_cache_and_memo_warns_once_per_node(
     rules: LoadRules, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="extender.scheduling.node_view")
+    caplog.set_level(logging.WARNING, logger="extender.scheduling.node_cache")
     ahead = crane_written(rules, 0.5)
     memo = RequestMemo(rules)
     memo.load(node("n1", ahead)).verdict(rules, NOW)
@@ -128,7 +128,7 @@ def test_each_cache_and_memo_warns_once_per_node(
 def test_a_value_within_the_skew_is_not_warned_about(
     rules: LoadRules, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="extender.scheduling.node_view")
+    caplog.set_level(logging.WARNING, logger="extender.scheduling.node_cache")
     slightly_ahead = {
         **payloads.load_annotations(rules, 0.1, NOW),
         "cpu_usage_avg_5m": encode_metric(0.9, NOW + timedelta(seconds=59)),

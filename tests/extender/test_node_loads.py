@@ -1,6 +1,6 @@
 from datetime import timedelta
 
-from extender.scheduling.node_view import NodeLoadCache, RequestMemo
+from extender.scheduling.node_cache import NodeLoadCache, RequestMemo
 from extender.scheduling.wire import Node, NodeMeta
 from shared.annotations import encode_metric
 from shared.load_model import LoadRules

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.node_cache import NodeLoadCache
 from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER, Node
 from shared.annotations import encode_hot_value, encode_metric

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from extender.scheduling.metrics import ExtenderMetrics
-from extender.scheduling.node_view import NodeLoadCache
+from extender.scheduling.node_cache import NodeLoadCache
 from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.requeue import (
     REMEMBER_SECONDS,

@@ -1,5 +1,5 @@
 """Slow and idle clients against the real server (uvicorn, as ``loadsched-extender`` runs it:
-:func:`extender.cli.server_config`): they must not stall kube-scheduler's calls, and what the
+:func:`extender.serving.server_config`): they must not stall kube-scheduler's calls, and what the
 extender's settings bound (a request's time to arrive, its headers, idle connections, the
 number of connections) is enforced.
 
@@ -22,7 +22,7 @@ import pytest
 import uvicorn
 
 from extender.app import create_app
-from extender.cli import server_config
+from extender.serving import server_config
 from extender.settings import ExtenderSettings
 from shared.load_model import LoadRules
 from shared.policy import default_policy
