@@ -14,17 +14,18 @@ import httpx
 import uvicorn
 
 from annotator.health import health_app
-from annotator.hot_value import BindingWindows
 from annotator.leader import LeaderElector
 from annotator.metrics import AnnotatorMetrics
-from annotator.objects import NODE_DECODER, POD_DECODER, BindingStore, Node, NodeStore, Pod
+from annotator.objects import NODE_DECODER, Node, NodeStore
 from annotator.patching import NodePatcher, kube_client
-from annotator.prometheus import PrometheusAuth, PrometheusClient
-from annotator.reclaim import QuotaController, WaitingPods
+from annotator.quota.controller import QuotaController, WaitingPods
 from annotator.recording import EventRecorder
-from annotator.runner import Runner
 from annotator.settings import AnnotatorSettings
-from annotator.sync import AnnotationSync, MetricSync
+from annotator.sync.bindings import POD_DECODER, BindingStore, Pod
+from annotator.sync.hot_value import BindingWindows
+from annotator.sync.prometheus import PrometheusAuth, PrometheusClient
+from annotator.sync.rounds import AnnotationSync, MetricSync
+from annotator.sync.runner import Runner
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, load_endpoint
 from shared.kube.paths import ELASTIC_QUOTAS, NODES, PODS

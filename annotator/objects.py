@@ -1,27 +1,20 @@
-"""The watch-fed stores of the annotator's Nodes and Pods (:mod:`shared.nodes`,
-:mod:`shared.pods`): node addresses (to match Prometheus series) and node fit (for reclaim),
-and bindings (for the hot value)."""
+"""The watch-fed store of the annotator's Nodes (:mod:`shared.nodes`): node addresses (to
+match Prometheus series) and node fit (for reclaim). The bound pods feed the hot value
+(:mod:`annotator.sync.bindings`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
-from annotator.hot_value import BindingWindows
 from annotator.matching import InstanceIndex, NodeAddresses
 from shared.node_fit import FitNode
 from shared.nodes import NODE_DECODER, Node
-from shared.pods import POD_DECODER, Pod
 
 __all__ = [
     "NODE_DECODER",
-    "POD_DECODER",
-    "BindingStore",
     "Node",
     "NodeStore",
-    "Pod",
     "addresses_of",
-    "scheduled_at",
 ]
 
 
@@ -32,23 +25,6 @@ def addresses_of(node: Node) -> NodeAddresses:
         internal_ips=tuple(a.address for a in found if a.type == "InternalIP"),
         hostnames=tuple(a.address for a in found if a.type == "Hostname"),
     )
-
-
-def scheduled_at(pod: Pod) -> datetime | None:
-    """When the scheduler bound the pod (its PodScheduled condition), if recorded."""
-    for condition in pod.status.conditions or ():
-        if (
-            condition.type == "PodScheduled"
-            and condition.status == "True"
-            and condition.lastTransitionTime
-        ):
-            try:
-                return datetime.strptime(
-                    condition.lastTransitionTime, "%Y-%m-%dT%H:%M:%SZ"
-                ).replace(tzinfo=UTC)
-            except ValueError:
-                return None
-    return None
 
 
 class NodeStore:
@@ -95,38 +71,3 @@ class NodeStore:
             self._index = None
         if is_new and self._on_new is not None:
             self._on_new({name})
-
-
-class BindingStore:
-    """Bound pods from a watch (``spec.nodeName`` set), recorded as bindings per node."""
-
-    def __init__(
-        self,
-        windows: BindingWindows,
-        *,
-        clock: Callable[[], datetime],
-        on_change: Callable[[set[str]], None],
-    ) -> None:
-        self.windows = windows
-        self._clock = clock
-        self._on_change = on_change
-
-    def _record(self, pods: Sequence[Pod]) -> None:
-        now = self._clock()
-        changed = {
-            pod.spec.nodeName
-            for pod in pods
-            if pod.spec.nodeName
-            and self.windows.record(
-                pod.spec.nodeName, pod.metadata.uid, scheduled_at(pod) or now, now
-            )
-        }
-        if changed:
-            self._on_change(changed)
-
-    def replace(self, items: Sequence[Pod]) -> None:
-        self._record(items)
-
-    def apply(self, event: str, item: Pod) -> None:
-        if event != "DELETED":
-            self._record([item])

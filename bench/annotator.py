@@ -55,12 +55,12 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-from annotator.hot_value import BindingWindows  # noqa: E402
 from annotator.metrics import AnnotatorMetrics  # noqa: E402
 from annotator.objects import NODE_DECODER, Node, NodeStore  # noqa: E402
 from annotator.patching import NodePatcher, kube_client  # noqa: E402
-from annotator.prometheus import PrometheusClient  # noqa: E402
-from annotator.sync import AnnotationSync, MetricSync, RoundReport  # noqa: E402
+from annotator.sync.hot_value import BindingWindows  # noqa: E402
+from annotator.sync.prometheus import PrometheusClient  # noqa: E402
+from annotator.sync.rounds import AnnotationSync, MetricSync, RoundReport  # noqa: E402
 from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from bench.stats import median_interval  # noqa: E402
 from sandbox.build import cache_root  # noqa: E402

@@ -2,7 +2,7 @@ import httpx
 import pytest
 
 from annotator.patching import NodePatcher
-from annotator.prometheus import PrometheusAuth, PrometheusClient, PrometheusError
+from annotator.sync.prometheus import PrometheusAuth, PrometheusClient, PrometheusError
 from shared.errors import APIError
 from shared.kube.retrying import RetryPolicy
 from tests.annotator.fakes import FakeNodesAPI, FakePrometheus

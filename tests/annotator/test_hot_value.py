@@ -1,6 +1,6 @@
 from datetime import UTC, datetime, timedelta
 
-from annotator.hot_value import BindingWindows
+from annotator.sync.hot_value import BindingWindows
 from shared.policy import HotValuePolicy
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

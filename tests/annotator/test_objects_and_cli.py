@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 
 from annotator.cli import main, parse_args
-from annotator.hot_value import BindingWindows
-from annotator.objects import POD_DECODER, BindingStore
 from annotator.settings import load_settings
+from annotator.sync.bindings import POD_DECODER, BindingStore
+from annotator.sync.hot_value import BindingWindows
 from shared.errors import ConfigError
 from shared.policy import default_policy
 

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from annotator.hot_value import BindingWindows
 from annotator.matching import InstanceIndex, NodeAddresses, match_series
 from annotator.metrics import AnnotatorMetrics
 from annotator.patching import NodePatcher
-from annotator.prometheus import PrometheusClient, PrometheusError, parse_answer
-from annotator.sync import AnnotationSync
+from annotator.sync.hot_value import BindingWindows
+from annotator.sync.prometheus import PrometheusClient, PrometheusError, parse_answer
+from annotator.sync.rounds import AnnotationSync
 from shared.annotations import Sample, decode, encode_metric
 from shared.kube.retrying import RetryPolicy
 from tests.annotator.fakes import FakeNodesAPI

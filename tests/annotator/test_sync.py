@@ -8,14 +8,14 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from annotator.hot_value import BindingWindows
 from annotator.matching import NodeAddresses
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NODE_DECODER, Node, NodeStore, addresses_of
 from annotator.patching import NodePatcher
-from annotator.prometheus import PrometheusClient
-from annotator.runner import Runner
-from annotator.sync import AnnotationSync, MetricSync
+from annotator.sync.hot_value import BindingWindows
+from annotator.sync.prometheus import PrometheusClient
+from annotator.sync.rounds import AnnotationSync, MetricSync
+from annotator.sync.runner import Runner
 from shared.kube.retrying import RetryPolicy
 from shared.policy import DynamicSchedulerPolicy, default_policy, parse_policy
 from tests.annotator.fakes import FakeNodesAPI, FakePrometheus

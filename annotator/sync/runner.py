@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from annotator.sync import AnnotationSync, MetricSync, RoundReport
+from annotator.sync.rounds import AnnotationSync, MetricSync, RoundReport
 
 logger = logging.getLogger(__name__)
 

@@ -10,12 +10,12 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from annotator.hot_value import BindingWindows
 from annotator.matching import match_series
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NodeStore
 from annotator.patching import NodePatcher
-from annotator.prometheus import PrometheusClient, PrometheusError
+from annotator.sync.hot_value import BindingWindows
+from annotator.sync.prometheus import PrometheusClient, PrometheusError
 from shared.annotations import format_timestamp, stamped_hot_value, stamped_metric
 from shared.errors import APIError, APIUnreachableError
 from shared.policy import HOT_VALUE_KEY, DynamicSchedulerPolicy
