@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # what `make e2e` runs: a file or a test of tests/e2e narrows it (make e2e E2E=tests/e2e/test_version_smoke.py)
 E2E ?= tests/e2e
 
-.PHONY: demo test unit unit-packages e2e setup fresh-check lint bench bench-quality bench-reliability serve image clean matrix
+.PHONY: demo docs test unit unit-packages e2e setup fresh-check lint bench bench-quality bench-reliability serve image clean matrix
 
 ## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
 demo: setup
@@ -16,11 +16,16 @@ demo: setup
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	@touch $(STAMP)
 
-## test: lint, unit tests, then the end-to-end tests on a real control plane (sets up everything)
-test: lint unit e2e
+## test: lint, the docs site, unit tests, then the end-to-end tests on a real control plane (sets up everything)
+test: lint docs unit e2e
+
+## docs: the docs site from docs/ into out/site, readable offline (mkdocs-material; --strict: warnings and broken links fail)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	scripts/docs-offline.sh out/site
 
 ## unit: the tests that need no cluster (installs the Debian packages they run)
 unit: $(STAMP) unit-packages
@@ -72,7 +77,7 @@ bench-reliability: setup
 	$(BIN)/python bench/schema_fuzz.py
 	$(BIN)/python bench/memory.py
 
-## image: the container image with podman (the Debian base it needs built once; see README)
+## image: the container image with podman (the Debian base it needs built once; see docs/install.md)
 image:
 	PYTHON=$(BIN)/python scripts/build-image.sh
 

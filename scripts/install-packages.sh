@@ -6,6 +6,8 @@
 #   scripts/install-packages.sh sandbox   prometheus, postgresql, chromium: the end-to-end
 #                                         tests, the demo and the benchmarks (etcd, kwok and
 #                                         Kubernetes are built from their Go modules instead)
+#   scripts/install-packages.sh docs      npm: the docs site's offline search script
+#                                         (scripts/docs-offline.sh)
 #
 # Safe to run again: it installs only what is missing, and says nothing then.
 set -euo pipefail
@@ -28,8 +30,11 @@ case "${1:-}" in
     # the status page's end-to-end test drives a headless browser
     want chromium command -v chromium
     ;;
+  docs)
+    want npm command -v npm
+    ;;
   *)
-    echo "usage: $0 unit|sandbox" >&2
+    echo "usage: $0 unit|sandbox|docs" >&2
     exit 2
     ;;
 esac
