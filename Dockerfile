@@ -44,7 +44,10 @@ RUN /opt/loadsched/bin/pip install --quiet --no-compile --no-deps . \
  && /opt/loadsched/bin/python -I -c "import extender.cli, extender.app, poller.cli, annotator.cli, annotator.main"
 
 FROM ${PYTHON}
+# pyproject.toml's version (tests/shared/test_version.py holds the two together)
+ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="loadsched" \
+      org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.description="Load-aware scheduling for Kubernetes: extender, annotator, job dispatch"
 # Nothing installs packages at run time: the base's pip, setuptools and ensurepip go (from its
 # Python's own tree, and Debian's wheel packages when the base's Python is Debian's).

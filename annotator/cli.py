@@ -14,6 +14,7 @@ from shared.errors import ConfigError
 from shared.kube.settings import FLAGS as KUBE_FLAGS
 from shared.logs import configure_logging
 from shared.settings import ENV_PREFIX
+from shared.version import add_version_flag
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -23,6 +24,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"Every flag has an environment equivalent: {ENV_PREFIX}<FLAG>, "
         f"e.g. {ENV_PREFIX}PROMETHEUS_URL.",
     )
+    add_version_flag(parser)
     add = parser.add_argument
     add("--policy", help="DynamicSchedulerPolicy file (default: crane's defaults)")
     add("--prometheus-url", help="Prometheus base URL, e.g. http://prometheus:9090")

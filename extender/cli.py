@@ -17,6 +17,7 @@ from shared.errors import ConfigError
 from shared.kube.settings import FLAGS as KUBE_FLAGS
 from shared.logs import configure_logging
 from shared.settings import ENV_PREFIX
+from shared.version import add_version_flag
 
 logger = logging.getLogger("extender")
 
@@ -28,6 +29,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "its job-dispatch API (/v1/jobs, /v1/cronjobs). "
         f"Every flag has an environment equivalent: {ENV_PREFIX}<FLAG>, e.g. {ENV_PREFIX}PORT.",
     )
+    add_version_flag(parser)
     parser.add_argument(
         "--serve",
         help="scheduling, dispatch or scheduling,dispatch (default: scheduling, and dispatch "

@@ -22,6 +22,7 @@ from kubectl_loadsched.proxy import ExtenderClient, PluginError, Service
 from kubectl_loadsched.tables import explain_table, nodes_table, quotas_table
 from shared.errors import LoadschedError
 from shared.kube.config import load_endpoint
+from shared.version import add_version_flag
 
 
 def parser() -> argparse.ArgumentParser:
@@ -29,6 +30,7 @@ def parser() -> argparse.ArgumentParser:
         prog="kubectl loadsched",
         description="Why pods go where: loadsched's extender, through the API server.",
     )
+    add_version_flag(main)
     main.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
     main.add_argument("--context", default=None)
     main.add_argument(

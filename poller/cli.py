@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from shared.errors import ConfigError
 from shared.logs import LogFormat, configure_logging
 from shared.settings import ENV_PREFIX, build_settings
+from shared.version import add_version_flag
 
 if TYPE_CHECKING:
     from poller.polling import PassReport
@@ -61,6 +62,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Dispatch each row of a read-only SQL query as a Job, every period. "
         f"Every flag has an environment equivalent: {ENV_PREFIX}<FLAG>.",
     )
+    add_version_flag(parser)
     add = parser.add_argument
     add("--database-url", help="SQLAlchemy URL (sqlite:///tasks.db, postgresql://...)")
     add("--query", help="read-only SQL; one task per row")

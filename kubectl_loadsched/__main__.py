@@ -1,0 +1,3 @@
+from kubectl_loadsched.cli import main
+
+raise SystemExit(main())
