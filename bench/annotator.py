@@ -63,6 +63,7 @@ from annotator.sync.prometheus import PrometheusClient  # noqa: E402
 from annotator.sync.rounds import AnnotationSync, MetricSync, RoundReport  # noqa: E402
 from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from bench.stats import median_interval  # noqa: E402
+from bench.targets import target  # noqa: E402
 from sandbox.build import cache_root  # noqa: E402
 from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
@@ -72,7 +73,8 @@ from shared.kube.config import load_endpoint  # noqa: E402
 from shared.kube.watching import Reflector  # noqa: E402
 from shared.policy import default_policy  # noqa: E402
 
-TARGET_RATIO = 1.2
+ROUND_OF_FLOOR = target("annotator", "round-of-floor")
+WRITES_PER_NODE = target("annotator", "writes-per-node")
 """The annotator's round over its floor: the same patches from the least client."""
 CONCURRENCY = 8
 """Patches in flight, for the annotator (its default ``--write-concurrency``) and the floor."""
@@ -379,13 +381,14 @@ async def measure(
             f"{low:.2f}-{high:.2f}x with {100 * cover:.0f} % confidence)"
         )
         queries_met = ours_queries == len(jobs)
-        writes_met = ours_writes <= len(specs)
-        floor_met = median <= TARGET_RATIO
+        writes_met = WRITES_PER_NODE.met(ours_writes / len(specs))
+        floor_met = not ROUND_OF_FLOOR.counts(median)
         print(
             f"targets: queries per round = metrics due ({ours_queries} = {len(jobs)}): "
             f"{'met' if queries_met else 'MISSED'}; writes per node ≤ 1 ({ours_writes} for {len(specs)}): "
-            f"{'met' if writes_met else 'MISSED'}; round ≤ {TARGET_RATIO:g}x its floor "
-            f"(median {median:.2f}x): {'met' if floor_met else 'MISSED'}"
+            f"{'met' if writes_met else 'MISSED'}; round {ROUND_OF_FLOOR.sign} "
+            f"{ROUND_OF_FLOOR.bound:g}x its floor (median {median:.2f}x): "
+            f"{ROUND_OF_FLOOR.judge(median)}"
         )
         await prometheus.aclose()
         return 0 if queries_met and writes_met and floor_met else 1

@@ -14,7 +14,12 @@ from typing import Any
 
 from bench.quality_run import NODE_CPUS, Outcome
 from bench.quality_strategies import BY_KEY, CPU_LIMIT, FACTORS, MEMORY_LIMIT
+from bench.targets import target
 from sandbox.workload import Load, Quality, Recording, Trace, percentile, pod_usage, quality
+
+OF_HOT_ONLY = target("quality", "estimation-overload-of-hot-only")
+OF_PLAIN = target("quality", "estimation-overload-of-plain")
+LATENCY_OF_HOT_ONLY = target("quality", "estimation-latency-of-hot-only")
 
 COLORS = {
     "plain": "#7f8c8d",
@@ -125,29 +130,29 @@ def targets(measured: dict[str, Figures]) -> tuple[list[str], bool]:
         return [f"targets not measured: {', '.join(missing)} did not run"], False
     checks = [
         (
-            "estimation overload node-s ≤ 0.5 × hot-only",
+            OF_HOT_ONLY,
+            "estimation overload node-s {sign} {bound:g} × hot-only",
             _ratio(est.overload, hot.overload),
-            0.5,
             f"{est.overload:.0f} / {hot.overload:.0f}",
         ),
         (
-            "estimation overload node-s ≤ 0.2 × plain",
+            OF_PLAIN,
+            "estimation overload node-s {sign} {bound:g} × plain",
             _ratio(est.overload, plain.overload),
-            0.2,
             f"{est.overload:.0f} / {plain.overload:.0f}",
         ),
         (
-            "estimation latency p99 ≤ 1.1 × hot-only",
+            LATENCY_OF_HOT_ONLY,
+            "estimation latency p99 {sign} {bound:g} × hot-only",
             _ratio(est.latency_p99, hot.latency_p99),
-            1.1,
             f"{est.latency_p99:.2f} s / {hot.latency_p99:.2f} s",
         ),
     ]
     lines, ok = [], True
-    for name, ratio, limit, figures in checks:
-        met = ratio <= limit
-        ok = ok and met
-        lines.append(f"  {name}: {'met' if met else 'MISSED'} (ratio {ratio:.2f}; {figures})")
+    for goal, name, ratio, figures in checks:
+        ok = ok and not goal.counts(ratio)
+        title = name.format(sign=goal.sign, bound=goal.bound)
+        lines.append(f"  {title}: {goal.judge(ratio)} (ratio {ratio:.2f}; {figures})")
     return lines, ok
 
 

@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.extender import add_extender_args  # noqa: E402
 from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from bench.stats import median_interval  # noqa: E402
+from bench.targets import target  # noqa: E402
 from sandbox.build import ensure_minimal_extender  # noqa: E402
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
@@ -68,10 +69,8 @@ from shared.load_model import LoadRules  # noqa: E402
 from shared.pods import POD_DECODER, Pod  # noqa: E402
 from shared.policy import default_policy  # noqa: E402
 
-TARGET_RATIO = 0.9
-"""loadsched's throughput as a share of the plain kube-scheduler's."""
-TARGET_OF_MINIMAL = 0.95
-"""loadsched's throughput as a share of the minimal (no-op, Go) extender's."""
+OF_PLAIN = target("scheduling", "loadsched-of-plain")
+OF_MINIMAL = target("scheduling", "loadsched-of-minimal")
 ANNOTATOR_PERIOD = 180.0
 """crane's annotator period for the 5-minute metrics: every node patched once per period."""
 KINDS = ("plain", "minimal", "loadsched")
@@ -383,12 +382,11 @@ def report(
         cells = " ".join(f"{r:6.1f}" for r in rates[kind])
         shown = "" if kind == "plain" else f"{ratio[kind]:8.2f}"
         print(f"  {TITLES[kind]:<28}{cells:<26}{shown:>24}")
-    met_plain = ratio["loadsched"] >= TARGET_RATIO
-    met_minimal = of_minimal >= TARGET_OF_MINIMAL
+    plain_verdict = OF_PLAIN.judge(ratio["loadsched"])
     print(
-        f"  loadsched / minimal extender {of_minimal:.2f} (target ≥ {TARGET_OF_MINIMAL}: "
-        f"{'met' if met_minimal else 'MISSED'}); loadsched / plain {ratio['loadsched']:.2f} "
-        f"(target ≥ {TARGET_RATIO}: {'met' if met_plain else 'MISSED'})"
+        f"  loadsched / minimal extender {of_minimal:.2f} (target {OF_MINIMAL.sign} "
+        f"{OF_MINIMAL.bound:g}: {OF_MINIMAL.judge(of_minimal)}); loadsched / plain "
+        f"{ratio['loadsched']:.2f} (target {OF_PLAIN.sign} {OF_PLAIN.bound:g}: {plain_verdict})"
     )
     each = ratios("loadsched", "minimal")
     low, high, cover = median_interval(each)
@@ -425,7 +423,7 @@ def report(
         statistics.mean(sum(b.cpu.values()) / b.window for b in by_kind[kind]) for kind in kinds
     ]
     print(f"    {'cores busy (CPU / wall)':<26}" + "".join(f"{c:11.2f}" for c in busy))
-    return met_plain and met_minimal
+    return not OF_PLAIN.counts(ratio["loadsched"]) and not OF_MINIMAL.counts(of_minimal)
 
 
 def round_order(index: int, kinds: tuple[str, ...] = KINDS) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ import httpx
 import yaml
 from kubernetes import client as k8s
 
+from bench.targets import target
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port
 from sandbox.faults import BoundPeak, FaultRow, burst, create_namespace
 from sandbox.lag import LaggingRelay
@@ -47,10 +48,10 @@ def _period_groups() -> list[tuple[str, ...]]:
 
 PERIOD_GROUPS = _period_groups()
 METRICS = {name for group in PERIOD_GROUPS for name in group}
-LEASE_SLACK = 1.0
+LEASE_SLACK = target("faults", "lease-slack").bound
 """Seconds beyond the lease's own timing for the follower's Lease update and this harness's
 polling to see it."""
-STRICT_BACK = 10.0
+STRICT_BACK = target("faults", "strict-back").bound
 """Seconds within which a non-ignorable scheduler's waiting pods are all bound once the
 extender is back."""
 WATCHED = ("nodes", "pods", "elasticquotas", "jobs", "cronjobs", "leases")
