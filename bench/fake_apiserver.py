@@ -1,8 +1,9 @@
-"""Bench-only: a minimal API server stand-in on 127.0.0.1 that serves lists (paged) and
-watches — nodes, and any other collections given — so the extender's caches sync over real
-HTTP. :meth:`FakeNodeAPI.modify` replaces an object and sends it as a ``MODIFIED`` event to
-every open watch of its collection (the churn a real cluster's annotator makes); with no
-modification a watch stays idle until its timeout."""
+"""Bench-only: a minimal API server stand-in on 127.0.0.1 that serves lists (paged), watches
+and JSON merge patches of namespaced objects — nodes, and any other collections given — so the
+extender's caches sync over real HTTP. :meth:`FakeNodeAPI.modify` replaces an object and sends
+it as a ``MODIFIED`` event to every open watch of its collection (the churn a real cluster's
+annotator makes), as a patch does; with no modification a watch stays idle until its
+timeout."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ class FakeNodeAPI:
         self._lock = threading.Lock()
         self._version = 1
         self._positions = {
-            path: {item["metadata"]["name"]: i for i, item in enumerate(items)}
+            path: {_key(item): i for i, item in enumerate(items)}
             for path, items in self.collections.items()
         }
         self._watchers: dict[str, list[queue.SimpleQueue[bytes | None]]] = {
@@ -36,6 +37,7 @@ class FakeNodeAPI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # a write and its small answer are not held back
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -59,6 +61,25 @@ class FakeNodeAPI:
                     page = items[start : start + limit]
                     body = json.dumps({"kind": "List", "metadata": meta, "items": page}).encode()
                 self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
+                """A JSON merge patch of one namespaced object, as the API server applies it:
+                409 when the patch names a resourceVersion the object no longer has."""
+                parts = urlparse(self.path).path.split("/")
+                if "namespaces" not in parts or len(parts) < parts.index("namespaces") + 4:
+                    self.send_error(404)
+                    return
+                at = parts.index("namespaces")
+                path = "/".join(parts[:at] + parts[at + 2 : -1])
+                key = (parts[at + 1], parts[-1])
+                patch = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                code, answer = api.patch(path, key, patch)
+                body = json.dumps(answer).encode()
+                self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -102,11 +123,28 @@ class FakeNodeAPI:
             self._version += 1
             item["metadata"]["resourceVersion"] = str(self._version)
             items = self.collections[path]
-            items[self._positions[path][item["metadata"]["name"]]] = item
+            items[self._positions[path][_key(item)]] = item
             line = json.dumps({"type": "MODIFIED", "object": item}).encode() + b"\n"
             for watcher in self._watchers[path]:
                 watcher.put(line)
                 self.events_sent += 1
+
+    def patch(
+        self, path: str, key: tuple[str, str], patch: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """Apply a JSON merge patch to the object ``key`` (namespace, name) of the collection
+        at ``path``; (HTTP status, the object or a Status)."""
+        with self._lock:
+            at = self._positions.get(path, {}).get(key)
+            if at is None:
+                return 404, _status(404, "NotFound", f"{key[0]}/{key[1]} not found")
+            current = self.collections[path][at]
+            wanted = (patch.get("metadata") or {}).get("resourceVersion")
+            if wanted is not None and wanted != current["metadata"].get("resourceVersion"):
+                return 409, _status(409, "Conflict", "the object has been modified")
+        item = _merged(json.loads(json.dumps(current)), patch)
+        self.modify(item, path)
+        return 200, item
 
     def watching(self, path: str = "/api/v1/nodes") -> int:
         """How many watches of ``path`` are open."""
@@ -139,3 +177,33 @@ class FakeNodeAPI:
                     watcher.put(None)
         self.server.shutdown()
         self.server.server_close()
+
+
+def _key(item: dict[str, Any]) -> tuple[str, str]:
+    meta = item["metadata"]
+    return meta.get("namespace", ""), meta["name"]
+
+
+def _merged(target: Any, patch: Any) -> Any:
+    """RFC 7386: ``patch`` merged into ``target`` (null deletes a key)."""
+    if not isinstance(patch, dict):
+        return patch
+    if not isinstance(target, dict):
+        target = {}
+    for name, value in patch.items():
+        if value is None:
+            target.pop(name, None)
+        else:
+            target[name] = _merged(target.get(name), value)
+    return target
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }

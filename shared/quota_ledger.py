@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from shared.kube.paths import ELASTIC_QUOTAS
 from shared.pods import Pod
@@ -149,6 +150,11 @@ class QuotaLedger:
         self.by_node: dict[str, dict[str, PodUsage]] = {}
         self.by_namespace: dict[str, dict[str, PodUsage]] = {}
         self._assumed: dict[str, float] = {}
+        self._read: dict[tuple[str, str], tuple[Any, ElasticQuota | str]] = {}
+        """Each object's spec as last read, and the quota made of it (or why none): an object
+        whose spec did not change (a reservation written on it) is not read again."""
+        self._reserved: dict[tuple[str, str], tuple[str | None, dict[str, Reservation]]] = {}
+        """Each object's reservations annotation as last read, and its reservations."""
         self.pod_store = _PodStore(self)
         self.quota_store = _QuotaStore(self)
 
@@ -347,8 +353,15 @@ class QuotaLedger:
     # -- quotas -----------------------------------------------------------------------------
 
     def _rebuild_quotas(self) -> None:
+        """The quotas in force from :attr:`objects`. Only objects whose spec or reservations
+        changed are read again, and the pool's sums are made again only when a quota did, so
+        a reservation written on one quota costs in proportion to that quota, not to all."""
         quotas: dict[str, ElasticQuota] = {}
         invalid: dict[tuple[str, str], str] = {}
+        read = self._read
+        for key in read.keys() - self.objects.keys():
+            del read[key]
+            self._reserved.pop(key, None)
         for key in sorted(self.objects):
             namespace, name = key
             if namespace in quotas:
@@ -357,34 +370,67 @@ class QuotaLedger:
                     "name is used"
                 )
                 continue
-            obj = self.objects[key]
-            try:
-                quotas[namespace] = ElasticQuota.from_object(
-                    {"metadata": {"namespace": namespace, "name": name}, "spec": obj.spec}
-                )
-            except ValueError as e:
-                invalid[key] = str(e)
+            spec = self.objects[key].spec
+            known = read.get(key)
+            if known is None or known[0] != spec:
+                try:
+                    quota: ElasticQuota | str = ElasticQuota.from_object(
+                        {"metadata": {"namespace": namespace, "name": name}, "spec": spec}
+                    )
+                except ValueError as e:
+                    quota = str(e)
+                known = read[key] = (spec, quota)
+            if isinstance(known[1], str):
+                invalid[key] = known[1]
+            else:
+                quotas[namespace] = known[1]
         for key in invalid.keys() - self.invalid.keys():
             logger.warning("elasticquota/%s/%s: ignored: %s", *key, invalid[key])
+        same = quotas.keys() == self.quotas.keys() and all(
+            quotas[namespace] is self.quotas[namespace] for namespace in quotas
+        )
         self.quotas = quotas
         self.invalid = invalid
         if self.shared_admission:
             self.reservations = {}
             for key in sorted(self.objects):
                 if key[0] in quotas and key[0] not in self.reservations:
-                    self.reservations[key[0]] = reservations_of(self.objects[key])
-        self.pool_min = add(*(q.min for q in quotas.values()))
-        self.pool_used = dict(Totals.of(quotas, self.used).used)
+                    self.reservations[key[0]] = self._reservations(key)
+        if not same:
+            self.pool_min = add(*(q.min for q in quotas.values()))
+            self.pool_used = dict(Totals.of(quotas, self.used).used)
+
+    def _reservations(self, key: tuple[str, str]) -> dict[str, Reservation]:
+        obj = self.objects[key]
+        text = (obj.metadata.annotations or {}).get(ADMITTED_ANNOTATION)
+        known = self._reserved.get(key)
+        if known is None or known[0] != text:
+            known = self._reserved[key] = (text, reservations_of(obj))
+        return known[1]
 
     def set_quota_objects(self, objects: Iterable[QuotaObject], *, replace: bool) -> None:
         if replace:
             self.objects = {}
+        changed = []
         for obj in objects:
             key = (obj.metadata.namespace, obj.metadata.name)
             if not replace and is_older(obj, self.objects.get(key)):
                 continue  # a watch event behind the version a reservation patch returned
             self.objects[key] = obj
+            changed.append(key)
+        if not replace and all(self._spec_kept(key) for key in changed):
+            # only reservations changed (an admission written): no quota is read again
+            if self.shared_admission:
+                for key in changed:
+                    if self._read[key][1] is self.quotas.get(key[0]):
+                        self.reservations[key[0]] = self._reservations(key)
+            return
         self._rebuild_quotas()
+
+    def _spec_kept(self, key: tuple[str, str]) -> bool:
+        """Whether the object at ``key`` was read before with the spec it has now."""
+        known = self._read.get(key)
+        return known is not None and known[0] == self.objects[key].spec
 
     def delete_quota_object(self, obj: QuotaObject) -> None:
         self.objects.pop((obj.metadata.namespace, obj.metadata.name), None)
