@@ -62,6 +62,7 @@ from annotator.sync.hot_value import BindingWindows  # noqa: E402
 from annotator.sync.prometheus import PrometheusClient  # noqa: E402
 from annotator.sync.rounds import AnnotationSync, MetricSync, RoundReport  # noqa: E402
 from bench.lease_option import add_lease_option, renewals  # noqa: E402
+from bench.results import Figure, measured, record  # noqa: E402
 from bench.stats import median_interval  # noqa: E402
 from bench.targets import target  # noqa: E402
 from sandbox.build import cache_root  # noqa: E402
@@ -389,6 +390,19 @@ async def measure(
             f"{'met' if writes_met else 'MISSED'}; round {ROUND_OF_FLOOR.sign} "
             f"{ROUND_OF_FLOOR.bound:g}x its floor (median {median:.2f}x): "
             f"{ROUND_OF_FLOOR.judge(median)}"
+        )
+        record(
+            "annotator",
+            [
+                measured(
+                    ROUND_OF_FLOOR,
+                    median,
+                    interval=(low, high),
+                    name=f"annotator round / Go floor ({protocol}), {len(specs)} nodes",
+                ),
+                measured(WRITES_PER_NODE, ours_writes / len(specs)),
+                Figure("queries per round / metrics due", ours_queries / len(jobs), "ratio"),
+            ],
         )
         await prometheus.aclose()
         return 0 if queries_met and writes_met and floor_met else 1

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kubernetes import client as k8s  # noqa: E402
 
 from bench.extender import percentile, quick_option  # noqa: E402
+from bench.results import measured, record  # noqa: E402
 from bench.targets import target  # noqa: E402
 from extender.dispatch.building import TEMPLATE_LABEL  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
@@ -219,6 +220,7 @@ def main() -> int:
             f" LIST-per-request guard {statistics.median(naive):.1f},"
             f" loadsched (watch caches) {statistics.median(ours):.1f}: ratio {ratio:.1f}x"
         )
+    record("dispatch", [measured(P99, worst_p99), measured(RATE, new_rate)], quick=quick)
     ok = not P99.counts(worst_p99) and not RATE.counts(new_rate)
     print(
         f"\ntargets, new keys from 2 clients at once (duplicates from 8): p99 {P99.sign} "

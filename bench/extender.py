@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
 from bench.lease_option import add_lease_option, renewals  # noqa: E402
 from bench.naive_models import ExtenderArgs as NaiveArgs  # noqa: E402
+from bench.results import Figure, measured, record  # noqa: E402
 from bench.targets import target  # noqa: E402
 from extender.scheduling.metrics import ExtenderMetrics  # noqa: E402
 from extender.scheduling.node_cache import NodeLoadCache  # noqa: E402
@@ -68,6 +69,9 @@ TARGETS = {
 
 CHURN_TARGET = target("extender", "churn-p99")
 """p99 of server-side filter and prioritize under annotation churn, 5,000 nodes, in ms."""
+
+FIGURES: list[Figure] = []
+"""What this run measured, for out/results (:mod:`bench.results`)."""
 
 PRODUCTION_RATE = 5000 / 180
 """Node updates per second of crane's annotator at 5,000 nodes: every node every 3 minutes."""
@@ -407,6 +411,14 @@ def measure_churn(
                     f"p99 {CHURN_TARGET.sign} {CHURN_TARGET.bound:g}: "
                     f"{CHURN_TARGET.judge(worst)} ({worst:.2f})"
                 )
+                FIGURES.append(
+                    measured(
+                        CHURN_TARGET,
+                        worst,
+                        name=f"{mode} p99 under churn at {rate / PRODUCTION_RATE:.0f}x "
+                        f"({len(names)} nodes, {where})",
+                    )
+                )
                 if CHURN_TARGET.counts(worst):
                     failures.append(f"churn {rate:g}/s {mode}: {verdict}")
             print(f"{label:<20} {mode:<11} {cells[0]:>15} {cells[1]:>19}  {ratio:>15}  {verdict}")
@@ -501,6 +513,7 @@ def churn_through_sandbox(options: argparse.Namespace, rules: LoadRules, rounds:
                 failures,
                 "kube-apiserver",
             )
+    record("extender-kwok", FIGURES, quick=options.quick)
     return outcome(failures)
 
 
@@ -585,6 +598,7 @@ def main() -> int:
                             verdict = (
                                 f"p99 {goal.sign} {goal.bound:g}: {goal.judge(worst)} ({worst:.2f})"
                             )
+                            FIGURES.append(measured(goal, worst))
                             if goal.counts(worst):
                                 failures.append(f"{mode} {n}: {verdict}")
                         print(
@@ -617,6 +631,10 @@ def main() -> int:
         print(
             f"  {n:>5} nodes ({len(body) / 1e6:5.1f} MB): pydantic {naive:8.1f}  msgspec {slim:7.1f}  ratio {naive / slim:5.1f}x"
         )
+        FIGURES.append(
+            Figure(f"request decode at {n} nodes, naive pydantic / msgspec", naive / slim, "ratio")
+        )
+    record("extender", FIGURES, quick=quick)
     return outcome(failures)
 
 

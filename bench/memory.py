@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.extender import free_port, percentile, server_ms  # noqa: E402
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
+from bench.results import measured, record  # noqa: E402
 from bench.targets import target  # noqa: E402
 from shared.kube.paths import CRONJOBS, ELASTIC_QUOTAS, JOBS, NODES, PODS  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402
@@ -409,6 +410,9 @@ def memory_and_startup(nodes_count: int, pods_count: int, trace: bool) -> tuple[
         f"client to fetch the same pages, undecoded (ratio {lists / row[7]:.2f})"
     )
     worst = max(row[3], row[4])
+    record(
+        "memory", [measured(RSS, worst, name=f"{RSS.what}: {nodes_count} nodes, {pods_count} pods")]
+    )
     return not RSS.counts(worst), (
         f"target: RSS {RSS.sign} {mib(RSS.bound).strip()} with {nodes_count} nodes and "
         f"{pods_count} pods: {RSS.judge(worst)} "

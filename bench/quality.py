@@ -43,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.quality_report import (  # noqa: E402
+    FIGURES,
     median_figures,
     recorded,
     render_decisions,
@@ -66,6 +67,7 @@ from bench.quality_strategies import (  # noqa: E402
     RULES,
     STRATEGIES,
 )
+from bench.results import record  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
 from sandbox.metrics_stack import MetricsStack  # noqa: E402
 from sandbox.processes import wait_for  # noqa: E402
@@ -238,6 +240,7 @@ def report(
     for line in checks:
         print(line)
     if save:
+        record("quality", FIGURES, quick=len(rounds) < 3)
         (out / "quality.html").write_text(render_html(rounds[0], lines + checks))
         (out / "quality.json").write_text(
             json.dumps([[recorded(o) for o in outcomes] for outcomes in rounds])

@@ -14,12 +14,16 @@ from typing import Any
 
 from bench.quality_run import NODE_CPUS, Outcome
 from bench.quality_strategies import BY_KEY, CPU_LIMIT, FACTORS, MEMORY_LIMIT
+from bench.results import Figure
+from bench.results import measured as judged
 from bench.targets import target
 from sandbox.workload import Load, Quality, Recording, Trace, percentile, pod_usage, quality
 
 OF_HOT_ONLY = target("quality", "estimation-overload-of-hot-only")
 OF_PLAIN = target("quality", "estimation-overload-of-plain")
 LATENCY_OF_HOT_ONLY = target("quality", "estimation-latency-of-hot-only")
+FIGURES: list[Figure] = []
+"""The targets' figures as judged, for out/results (:mod:`bench.results`)."""
 
 COLORS = {
     "plain": "#7f8c8d",
@@ -149,10 +153,11 @@ def targets(measured: dict[str, Figures]) -> tuple[list[str], bool]:
         ),
     ]
     lines, ok = [], True
-    for goal, name, ratio, figures in checks:
+    for goal, name, ratio, shown in checks:
+        FIGURES.append(judged(goal, ratio))
         ok = ok and not goal.counts(ratio)
         title = name.format(sign=goal.sign, bound=goal.bound)
-        lines.append(f"  {title}: {goal.judge(ratio)} (ratio {ratio:.2f}; {figures})")
+        lines.append(f"  {title}: {goal.judge(ratio)} (ratio {ratio:.2f}; {shown})")
     return lines, ok
 
 

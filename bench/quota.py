@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender import percentile, quick_option, server_ms, start_extender  # noqa: E402
 from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
+from bench.results import Figure, measured, record  # noqa: E402
 from bench.targets import target  # noqa: E402
 from shared.load_model import LoadRules  # noqa: E402
 from shared.policy import default_policy  # noqa: E402
@@ -120,6 +121,16 @@ def main() -> int:
         f"included: {ADMITTED_P99.judge(p99)} ({p99:.2f} ms); admitted p50 and p99 "
         f"{ADMITTED.sign} {ADMITTED.bound:g}× without quotas: {ADMITTED.judge(ratio)} "
         f"({ratio:.2f}×)"
+    )
+    record(
+        "quota",
+        [
+            measured(ADMITTED_P99, p99),
+            measured(ADMITTED, ratio),
+            Figure("refused (max) filter p99", percentile(samples["refused"], 99), "ms"),
+            Figure("filter p99 without quotas", base99, "ms"),
+        ],
+        quick=quick,
     )
     return 1 if ADMITTED.counts(ratio) or ADMITTED_P99.counts(p99) else 0
 

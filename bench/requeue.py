@@ -26,11 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.results import Figure, measured, record  # noqa: E402
 from bench.targets import target  # noqa: E402
 from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
 from sandbox.requeue_story import CAUSES, RequeueRig, Run, percentile  # noqa: E402
 
 P99 = target("requeue", "p99")
+FIGURES: list[Figure] = []
 NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]
 
 
@@ -77,6 +79,7 @@ def main() -> int:
             writes = sum(r.writes for r in mine) / len(mine)
             flag = ""
             if mode == "names-only":
+                FIGURES.append(measured(P99, p99, name=f"{cause}: cause to bound, p99"))
                 ok = not P99.counts(p99) and len(mine) >= 20
                 met &= ok
                 flag = "" if ok else "  <- target missed" if len(mine) >= 20 else "  (< 20 runs)"
@@ -89,6 +92,7 @@ def main() -> int:
         f"target: names-only p99 {P99.sign} {P99.bound:g} s for every cause over ≥ 20 runs: "
         f"{'met' if met else 'not met'}"
     )
+    record("requeue", FIGURES)
     return 0
 
 

@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender import add_extender_args  # noqa: E402
 from bench.lease_option import add_lease_option, renewals  # noqa: E402
+from bench.results import Figure, measured, record  # noqa: E402
 from bench.stats import median_interval  # noqa: E402
 from bench.targets import target  # noqa: E402
 from sandbox.build import ensure_minimal_extender  # noqa: E402
@@ -71,6 +72,8 @@ from shared.policy import default_policy  # noqa: E402
 
 OF_PLAIN = target("scheduling", "loadsched-of-plain")
 OF_MINIMAL = target("scheduling", "loadsched-of-minimal")
+FIGURES: list[Figure] = []
+"""What this run measured, for out/results (:mod:`bench.results`)."""
 ANNOTATOR_PERIOD = 180.0
 """crane's annotator period for the 5-minute metrics: every node patched once per period."""
 KINDS = ("plain", "minimal", "loadsched")
@@ -394,6 +397,16 @@ def report(
         f"  loadsched / minimal extender each round: {' '.join(f'{r:.2f}' for r in each)}; "
         f"the ratio's median lies in {low:.2f}-{high:.2f} with {100 * cover:.0f} % confidence"
     )
+    at = f"{nodes_count} nodes, percentageOfNodesToScore {scored}"
+    FIGURES.append(
+        measured(
+            OF_MINIMAL,
+            of_minimal,
+            interval=(low, high),
+            name=f"loadsched / minimal extender pods/s, {at}",
+        )
+    )
+    FIGURES.append(measured(OF_PLAIN, ratio["loadsched"], name=f"loadsched / plain pods/s, {at}"))
     if VARIANT in kinds:
         print(
             f"  variant / minimal extender {median_ratio(VARIANT, 'minimal'):.2f}; "
@@ -511,6 +524,7 @@ def main() -> int:
     if options.variant_arg:
         print(f"the variant's flags besides: {' '.join(options.variant_arg)}")
     met = [report(bench, options.rounds, options.nodes, p, churn) for p in options.percentages]
+    record("scheduling", FIGURES)
     return 0 if all(met) else 1
 
 

@@ -1,0 +1,46 @@
+"""scripts/results_page.py: the results page shows each bench's latest result with its
+machine and commit, every figure with its target and verdict, and lists the targets no kept
+result judges; bench/results.py writes what it reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import results
+from bench.results import Figure, measured, record
+from bench.targets import target
+from scripts import results_page
+
+
+def test_a_recorded_result_is_shown_with_its_verdicts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    churn = target("extender", "churn-p99")
+    retired = target("scheduling", "loadsched-of-plain")
+    record(
+        "extender",
+        [
+            measured(churn, 2.5, name="names-only p99 under churn at 5x"),
+            Figure("request decode, naive / msgspec", 7.25, "ratio"),
+        ],
+        quick=True,
+    )
+    record("scheduling", [measured(retired, 0.7, interval=(0.6, 0.8))])
+    kept = json.loads((tmp_path / "extender.json").read_text())
+    assert kept["figures"][0]["verdict"] == "MISSED"
+    assert kept["machine"]["cpus"]
+
+    page = results_page.render(results_page.read(tmp_path))
+
+    assert page.startswith(results_page.GENERATED)
+    assert "| names-only p99 under churn at 5x | 2.5 ms | ≤ 2 ms | **MISSED** |" in page
+    assert "| request decode, naive / msgspec | 7.25 ratio |  |  |" in page
+    assert "0.7 ratio (median in 0.6–0.8) | ≥ 0.9 ratio | retired (not judged) |" in page
+    assert "(a quick run: fewer rounds)" in page
+    waiting = page.split("## Targets without a kept result", 1)[1]
+    assert "`extender.churn-p99`" not in waiting
+    assert "`quota.admitted-p99`" in waiting
