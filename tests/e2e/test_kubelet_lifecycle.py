@@ -230,9 +230,10 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
         stopping = sandbox.core.read_namespaced_pod(victim, namespace)
         assert stopping.metadata.deletion_timestamp is not None
         assert stopping.spec.termination_grace_period_seconds == 30
-        # as a kubelet, kwok reports it terminal after its 3 s, then finishes the delete
+        # as a kubelet, kwok reports it terminal after its 3 s (ended by SIGTERM: Failed), then
+        # finishes the delete
         seen = last_phases(sandbox, victim, namespace, stopping.metadata.resource_version)
-        assert seen[-2:] == [("MODIFIED", "Succeeded"), ("DELETED", "Succeeded")], seen
+        assert seen[-2:] == [("MODIFIED", "Failed"), ("DELETED", "Failed")], seen
         wait_for(lambda: len(running(sandbox, "evicted")) == 3, timeout=60, what="a replacement")
 
         # a budget that allows no disruption refuses the eviction
