@@ -5,7 +5,8 @@
 2. capture its kube-scheduler's bodies for every verb in both node-cache modes, checked
            against tests/fixtures/kube-scheduler/<version>/ (``--write-fixtures`` rewrites
            them), the preempt verb included (tests/e2e/test_version_smoke.py);
-3. contract the extender's answers to those bodies (tests/extender/test_versions_contract.py);
+3. contract the extender's answers to those bodies
+           (tests/extender/scheduling/test_versions_contract.py);
 4. smoke   overloaded nodes avoided in both modes on that release's kube-scheduler.
 
 A step is not run once an earlier one failed for the release. Each step's output goes to
@@ -52,7 +53,7 @@ def commands(version: str) -> dict[str, list[str]]:
             *pytest,
             "-m",
             "not e2e",
-            "tests/extender/test_versions_contract.py",
+            "tests/extender/scheduling/test_versions_contract.py",
             "-k",
             version,
         ],

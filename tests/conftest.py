@@ -1,10 +1,10 @@
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.raw_server import Received, Servers, Started
+from tests.fakes.raw_server import Serve, Servers
 
 # Property tests assert behaviour, never time: no per-example deadline, no "too slow" health
 # check (a loaded 2-core CI machine runs them several times slower). Under CI the examples are
@@ -24,10 +24,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def serve() -> AsyncIterator[
-    Callable[[Callable[[Received], bytes | None]], Awaitable[Started]]
-]:
-    """Starts real HTTP/1.1 servers on 127.0.0.1 (:class:`tests.raw_server.Server`)."""
+async def serve() -> AsyncIterator[Serve]:
+    """Starts real HTTP/1.1 servers on 127.0.0.1 (:class:`tests.fakes.raw_server.Server`)."""
     servers = Servers()
     yield servers.start
     servers.close()

@@ -196,5 +196,5 @@ def names_args(names: list[str], the_pod: dict[str, Any] | None = None) -> dict[
     return {"Pod": the_pod or pod(), "Nodes": None, "NodeNames": names}
 
 
-def encode(body: Mapping[str, Any]) -> bytes:
+def encode(body: object) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()

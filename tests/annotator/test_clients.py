@@ -1,3 +1,7 @@
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import httpx
 import pytest
 
@@ -5,7 +9,7 @@ from annotator.patching import NodePatcher
 from annotator.sync.prometheus import PrometheusAuth, PrometheusClient, PrometheusError
 from shared.errors import APIError
 from shared.kube.retrying import RetryPolicy
-from tests.annotator.fakes import FakeNodesAPI, FakePrometheus
+from tests.fakes.annotator import FakeNodesAPI, FakePrometheus
 
 pytestmark = pytest.mark.anyio
 
@@ -39,7 +43,9 @@ async def test_query_returns_instance_and_value() -> None:
         ),
     ],
 )
-async def test_query_errors(handler, mentions: str) -> None:
+async def test_query_errors(
+    handler: Callable[[httpx.Request], httpx.Response], mentions: str
+) -> None:
     client = PrometheusClient("http://prom", transport=httpx.MockTransport(handler))
     with pytest.raises(PrometheusError, match=mentions):
         await client.query("x")
@@ -54,7 +60,7 @@ async def test_unreachable_prometheus() -> None:
         await client.query("x")
 
 
-async def test_auth_files_are_read_per_request(tmp_path) -> None:
+async def test_auth_files_are_read_per_request(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("first\n")
     fake = FakePrometheus()
@@ -105,7 +111,7 @@ async def test_patch_is_one_merge_patch_of_annotations() -> None:
 @pytest.mark.parametrize(
     "failures", [[500], [429, 503], [409], [httpx.ConnectError("x"), httpx.ReadTimeout("y")]]
 )
-async def test_transient_failures_are_retried(failures: list) -> None:
+async def test_transient_failures_are_retried(failures: list[Any]) -> None:
     fake = FakeNodesAPI(fail={"n1": list(failures)})
     assert await patcher(fake).patch_annotations("n1", {"a": "b"})
     assert len(fake.patches) == 1

@@ -1,27 +1,13 @@
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import httpx
 import pytest
 
 from annotator.leader import MICRO, LeaderElector, LeaseTimings
-from tests.annotator.fakes import FakeLeases
+from tests.fakes.annotator import FakeLeases
+from tests.fakes.clock import NOW, Clock
 
 pytestmark = pytest.mark.anyio
-
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-
-
-class Clock:
-    """The wall clock and the monotonic one, advanced together by moving ``now``."""
-
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def monotonic(self) -> float:
-        return 1000.0 + (self.now - NOW).total_seconds()
 
 
 def elector(

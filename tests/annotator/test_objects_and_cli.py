@@ -1,4 +1,4 @@
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -9,8 +9,7 @@ from annotator.sync.bindings import POD_DECODER, BindingStore
 from annotator.sync.hot_value import BindingWindows
 from shared.errors import ConfigError
 from shared.policy import default_policy
-
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+from tests.fakes.clock import NOW
 
 
 def pod(uid: str, node: str = "", scheduled: str | None = None) -> bytes:

@@ -11,13 +11,13 @@ from annotator.patching import NodePatcher, PatchTransport, kube_client
 from shared.errors import APIServerError, APIUnauthorizedError, APIUnreachableError
 from shared.kube.config import KubeEndpoint
 from shared.kube.retrying import RetryPolicy
-from tests.raw_server import OK, Received
+from tests.fakes.raw_server import OK, Received, Serve
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_patch_is_sent_whole_and_its_answer_returned_over_one_kept_connection(
-    serve,
+    serve: Serve,
 ) -> None:
     started = await serve(lambda r: OK)
     async with kube_client(started.endpoint, max_connections=4) as client:
@@ -42,7 +42,7 @@ async def test_patch_is_sent_whole_and_its_answer_returned_over_one_kept_connect
     assert started.server.connections == 1
 
 
-async def test_concurrent_patches_each_take_their_own_connection(serve) -> None:
+async def test_concurrent_patches_each_take_their_own_connection(serve: Serve) -> None:
     started = await serve(lambda r: OK)
     async with kube_client(started.endpoint, max_connections=4) as client:
         answers = await asyncio.gather(
@@ -56,7 +56,7 @@ async def test_concurrent_patches_each_take_their_own_connection(serve) -> None:
     assert len(started.server.received) == 8
 
 
-async def test_other_methods_go_to_the_fallback(serve) -> None:
+async def test_other_methods_go_to_the_fallback(serve: Serve) -> None:
     started = await serve(lambda r: OK)
     seen: list[str] = []
 
@@ -75,7 +75,7 @@ async def test_other_methods_go_to_the_fallback(serve) -> None:
     assert len(started.server.received) == 1
 
 
-async def test_chunked_and_gzipped_answers_are_decoded(serve) -> None:
+async def test_chunked_and_gzipped_answers_are_decoded(serve: Serve) -> None:
     body = gzip.compress(json.dumps({"metadata": {"name": "n1"}}).encode())
     chunks = b"".join(
         b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:]) if part
@@ -93,7 +93,7 @@ async def test_chunked_and_gzipped_answers_are_decoded(serve) -> None:
     assert started.server.connections == 1
 
 
-async def test_a_connection_the_server_closes_is_not_reused(serve) -> None:
+async def test_a_connection_the_server_closes_is_not_reused(serve: Serve) -> None:
     closing = OK.replace(b"Content-Length", b"Connection: close\r\nContent-Length")
     started = await serve(lambda r: closing)
     async with kube_client(started.endpoint, max_connections=1) as client:
@@ -102,7 +102,7 @@ async def test_a_connection_the_server_closes_is_not_reused(serve) -> None:
     assert started.server.connections == 3
 
 
-async def test_a_dropped_patch_is_retried_on_a_new_connection(serve) -> None:
+async def test_a_dropped_patch_is_retried_on_a_new_connection(serve: Serve) -> None:
     # the first request on every connection is dropped unanswered, the second answered
     def answer(received: Received) -> bytes:
         return b"" if received.connection == 1 else OK
@@ -117,7 +117,7 @@ async def test_a_dropped_patch_is_retried_on_a_new_connection(serve) -> None:
     )
 
 
-async def test_node_patcher_answers_false_for_a_deleted_node(serve) -> None:
+async def test_node_patcher_answers_false_for_a_deleted_node(serve: Serve) -> None:
     gone = (
         b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
     )
@@ -127,14 +127,14 @@ async def test_node_patcher_answers_false_for_a_deleted_node(serve) -> None:
     assert started.server.received[0].body == b'{"metadata":{"annotations":{"cpu":null}}}'
 
 
-async def test_no_answer_within_the_read_timeout(serve) -> None:
+async def test_no_answer_within_the_read_timeout(serve: Serve) -> None:
     started = await serve(lambda r: None)
     async with kube_client(started.endpoint, max_connections=1) as client:
         with pytest.raises(httpx.ReadTimeout):
             await client.patch("/api/v1/nodes/n1", content=b"{}", timeout=0.05)
 
 
-async def test_a_malformed_answer_is_a_protocol_error(serve) -> None:
+async def test_a_malformed_answer_is_a_protocol_error(serve: Serve) -> None:
     started = await serve(lambda r: b"HTTP/1.1 2x0 what\r\n\r\n")
     async with kube_client(started.endpoint, max_connections=1) as client:
         with pytest.raises(httpx.RemoteProtocolError, match="malformed"):
@@ -156,7 +156,7 @@ async def test_unreachable_server_is_a_connect_error_before_sending() -> None:
         assert not caught.value.sent
 
 
-async def test_a_header_with_a_line_break_is_refused_unsent(serve) -> None:
+async def test_a_header_with_a_line_break_is_refused_unsent(serve: Serve) -> None:
     started = await serve(lambda r: OK)
     async with kube_client(started.endpoint, max_connections=1) as client:
         with pytest.raises(httpx.LocalProtocolError, match="line breaks"):
@@ -164,7 +164,7 @@ async def test_a_header_with_a_line_break_is_refused_unsent(serve) -> None:
     assert started.server.received == []
 
 
-async def test_cookies_the_server_sets_are_not_sent_back(serve) -> None:
+async def test_cookies_the_server_sets_are_not_sent_back(serve: Serve) -> None:
     setting = OK.replace(b"Content-Length", b"Set-Cookie: session=abc; Path=/\r\nContent-Length")
     started = await serve(lambda r: setting)
     async with kube_client(started.endpoint, max_connections=1) as client:
@@ -180,7 +180,9 @@ def _headers(head: bytes) -> dict[bytes, bytes]:
     return {name.strip().lower(): value.strip() for name, value in pairs}
 
 
-async def test_node_patcher_writes_the_request_httpx_would_with_the_current_token(serve) -> None:
+async def test_node_patcher_writes_the_request_httpx_would_with_the_current_token(
+    serve: Serve,
+) -> None:
     from kubernetes import client as k8s_client
 
     from shared.kube.config import BearerAuth
@@ -223,7 +225,7 @@ def _status(code: int, reason: str, message: str) -> bytes:
     ).encode()
 
 
-async def test_node_patcher_retries_a_conflict_and_a_server_error(serve) -> None:
+async def test_node_patcher_retries_a_conflict_and_a_server_error(serve: Serve) -> None:
     answers = iter([_status(409, "Conflict", "changed"), _status(500, "InternalError", "x"), OK])
     started = await serve(lambda r: next(answers))
     async with kube_client(started.endpoint, max_connections=1) as client:
@@ -240,7 +242,7 @@ async def test_node_patcher_retries_a_conflict_and_a_server_error(serve) -> None
     ],
 )
 async def test_node_patcher_raises_the_api_error_once_it_may_not_retry(
-    serve, answer: bytes, error: type[Exception], sent: int
+    serve: Serve, answer: bytes, error: type[Exception], sent: int
 ) -> None:
     started = await serve(lambda r: answer)
     async with kube_client(started.endpoint, max_connections=1) as client:

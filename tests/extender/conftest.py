@@ -1,21 +1,17 @@
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
 
 import httpx
 import pytest
 
 from extender.app import create_app
-from extender.scheduling.verbs import LoadAwareExtender
 from extender.settings import ExtenderSettings
 from shared.kube.config import KubeEndpoint
 from shared.load_model import LoadRules
 from shared.policy import DynamicSchedulerPolicy, default_policy
-from tests.fakekube import FakeCollection
-
-NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
-
-ClientFactory = Callable[..., Awaitable[httpx.AsyncClient]]
+from tests.fakes.clock import NOW
+from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.kube import FakeCollection
 
 
 @pytest.fixture
@@ -65,20 +61,3 @@ async def listing_client(make_client: ClientFactory) -> httpx.AsyncClient:
     """An extender whose every filter answer lists the nodes refused (``always``), for tests
     of which nodes a decision refuses and why."""
     return await make_client(filter_rejections="always")
-
-
-def counted(decide: LoadAwareExtender) -> dict[str, float]:
-    """The extender's filter counters, by labels: nodes filtered, unknown values, uncached."""
-    out = {}
-    for family in decide._metrics.registry.collect():  # noqa: SLF001 - its own registry
-        for sample in family.samples:
-            if sample.name.endswith("_total") and (
-                "nodes" in sample.name or "unknown" in sample.name
-            ):
-                out[f"{sample.name}{sorted(sample.labels.items())}"] = sample.value
-    return out
-
-
-def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """What each counter grew by between ``before`` and ``after`` (those that did)."""
-    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}

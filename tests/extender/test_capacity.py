@@ -22,9 +22,10 @@ from shared.node_fit import FitNode, PodNeeds, Taint
 from shared.pods import POD_DECODER
 from shared.quantity import parse_resources
 from shared.quota_ledger import QuotaLedger
-from tests.extender.conftest import NOW, ClientFactory
-from tests.extender.test_jobs_api import JobsAPI
-from tests.fakekube import FakeCollection
+from tests.fakes.clock import NOW
+from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.jobs_api import JobsAPI
+from tests.fakes.kube import FakeCollection
 from tests.payloads import encode, load_annotations, node, pod
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ import pytest
 from extender.settings import load_settings
 from sandbox.pki import MutualTLS, mutual_tls
 from shared.errors import ConfigError
-from tests.extender.test_slow_clients import filter_body, real_server
+from tests.fakes.uvicorn_server import filter_body, real_server
 
 
 def client(tls: MutualTLS, certificate: MutualTLS | None, port: int) -> httpx.Client:

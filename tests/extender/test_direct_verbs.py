@@ -20,8 +20,8 @@ from extender.scheduling.binding import Binder
 from extender.scheduling.routes import SchedulerVerbs
 from extender.scheduling.verbs import LoadAwareExtender
 from sandbox.capture import fixture_dir, read_fixtures
-from tests.extender.test_slow_clients import filter_body, real_server
-from tests.extender.test_versions_contract import VERSIONS
+from tests.fakes.captured import VERSIONS
+from tests.fakes.uvicorn_server import filter_body, real_server
 
 PREEMPT = b'{"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"}},"NodeNameToVictims":{}}'
 

@@ -21,10 +21,10 @@ from kubectl_loadsched.cli import main, probe_pod
 from kubectl_loadsched.proxy import ExtenderClient, Service
 from kubectl_loadsched.tables import explain_table, nodes_table, quotas_table
 from shared.kube.config import KubeEndpoint
-from tests.extender.conftest import ClientFactory
-from tests.extender.test_elastic_quota import story_cluster
-from tests.extender.test_jobs_api import JobsAPI
-from tests.shared.kube.test_config import kubeconfig
+from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.jobs_api import JobsAPI
+from tests.fakes.kubeconfig import kubeconfig
+from tests.fakes.quota_cluster import story_cluster
 
 pytestmark = pytest.mark.anyio
 

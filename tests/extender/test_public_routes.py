@@ -40,8 +40,7 @@ from extender.access import AUTHENTICATING
 from extender.app import ExtenderApp
 from extender.dispatch.routes.deps import authenticated
 from extender.scheduling.routes import PATHS as VERB_PATHS
-from tests.extender.test_jobs_api import JobsAPI
-from tests.extender.test_route_auth import serve
+from tests.fakes.jobs_api import JobsAPI, serve_dispatch
 
 pytestmark = pytest.mark.anyio
 
@@ -113,7 +112,7 @@ def every_room(
     tmp_path: Path, extra: Callable[[FastAPI], None] | None = None
 ) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     """The extender serving both rooms (every route it has), ready, with a client."""
-    return serve(tmp_path, JobsAPI(), extra)
+    return serve_dispatch(tmp_path, JobsAPI(), extra)
 
 
 async def test_every_extender_endpoint_is_public_or_authenticated(tmp_path: Path) -> None:

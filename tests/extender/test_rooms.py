@@ -11,8 +11,8 @@ import yaml
 from extender.app import create_app
 from extender.settings import load_settings
 from shared.errors import ConfigError
-from tests.extender.conftest import ClientFactory
-from tests.extender.test_jobs_api import TEMPLATES, JobsAPI
+from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.jobs_api import TEMPLATES, JobsAPI
 from tests.payloads import encode, names_args
 
 pytestmark = pytest.mark.anyio

@@ -14,24 +14,17 @@ Exempt, because their callers hold no dispatch token and they change nothing:
 """
 
 import re
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-import yaml
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 
-from extender.app import create_app
 from extender.dispatch.routes import cronjobs, jobs
 from extender.dispatch.routes.deps import ACTIONS
-from extender.settings import ExtenderSettings
-from shared.kube.config import KubeEndpoint
-from tests.extender.conftest import NOW
-from tests.extender.test_jobs_api import TEMPLATES, JobsAPI
+from tests.fakes.jobs_api import JobsAPI, serve_dispatch
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +55,7 @@ def minimal(schema: dict[str, Any], components: dict[str, Any]) -> Any:
         return minimal(schema["anyOf"][0], components)
     if "enum" in schema:
         return schema["enum"][0]
-    kind = schema.get("type")
+    kind: str = schema.get("type", "")
     if kind == "object":
         properties = schema.get("properties", {})
         return {k: minimal(properties[k], components) for k in schema.get("required", [])}
@@ -103,34 +96,9 @@ async def answered_without_credentials(app: FastAPI, client: httpx.AsyncClient) 
     return leaks
 
 
-async def serve(
-    tmp_path: Path, api: JobsAPI, extra: Callable[[FastAPI], None] | None = None
-) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
-    path = tmp_path / "templates.yaml"
-    path.write_text(yaml.safe_dump(TEMPLATES))
-    app = create_app(
-        ExtenderSettings(job_templates=path, dispatch_auth="tokenreview"),
-        endpoint=KubeEndpoint(host="https://api.test"),
-        transport=api.transport(),
-        clock=lambda: NOW,
-    )
-    if extra is not None:
-        extra(app)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
-            for _ in range(200):
-                if (await client.get("/readyz")).status_code == 200:
-                    break
-                await anyio.sleep(0.01)
-            else:
-                raise AssertionError("not ready")
-            yield app, client
-
-
 async def test_every_v1_route_answers_401_without_a_token(tmp_path: Path) -> None:
     api = JobsAPI()
-    async for app, client in serve(tmp_path, api):
+    async for app, client in serve_dispatch(tmp_path, api):
         schema_paths = set(app.openapi()["paths"])
         assert {p for p in schema_paths if not p.startswith("/v1")} == EXEMPT
         assert {f"{method} {path}" for method, path, _, _ in operations(app)} >= KNOWN
@@ -151,9 +119,9 @@ async def test_every_v1_route_names_its_action(tmp_path: Path) -> None:
     """Each route of the dispatch routers (and the schema's ``/v1`` operations are exactly
     theirs) depends on one :func:`extender.dispatch.routes.deps.allowed` check, for its own
     resource."""
-    async for app, _ in serve(tmp_path, JobsAPI()):
+    async for app, _ in serve_dispatch(tmp_path, JobsAPI()):
         routes = [r for router in ROUTERS for r in router.routes if isinstance(r, APIRoute)]
-        declared = {f"{m} {r.path}" for r in routes for m in r.methods}
+        declared = {f"{m} {r.path}" for r in routes for m in r.methods or ()}
         in_schema = {
             f"{m} {p}" for m, p, _, _ in operations(app) if p.startswith("/v1") and p not in VIEWS
         }
@@ -185,7 +153,7 @@ async def test_the_check_catches_a_route_added_without_the_dependency(tmp_path: 
         app.include_router(bare)
         app.include_router(copy)
 
-    async for app, client in serve(tmp_path, JobsAPI(), add_routes):
+    async for app, client in serve_dispatch(tmp_path, JobsAPI(), add_routes):
         assert await answered_without_credentials(app, client) == ["POST /v1/bare/leak: 200"]
 
 

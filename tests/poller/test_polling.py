@@ -1,6 +1,7 @@
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,7 +29,7 @@ class Service:
     """/v1/jobs: 201 for a new key, 200 for a known one, 422 for key 3, 429 once full."""
 
     def __init__(self, capacity: int = 100) -> None:
-        self.seen: dict[str, dict] = {}
+        self.seen: dict[str, dict[str, Any]] = {}
         self.capacity = capacity
 
     def handler(self, request: httpx.Request) -> httpx.Response:

@@ -21,7 +21,7 @@ def test_the_configuration_manages_labelled_nodes_with_leases_and_every_stage() 
     docs = documents(kwok.config_text(lease_seconds=120))
     options = docs[0]
     assert options["kind"] == "KwokConfiguration"
-    assert options["options"] == {  # type: ignore[index]
+    assert options["options"] == {
         "manageNodesWithLabelSelector": "sandbox.loadsched.io/kubelet=kwok",
         "nodeLeaseDurationSeconds": 120,
         "cidr": kwok.POD_CIDR,
@@ -132,9 +132,9 @@ def test_a_small_dev_shm_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     from sandbox import cluster
 
     usage = shutil.disk_usage("/")
-    monkeypatch.setattr(cluster.shutil, "disk_usage", lambda _: usage._replace(free=64 << 20))
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=64 << 20))
     assert cluster.memory_backed_folder() is None
-    monkeypatch.setattr(cluster.shutil, "disk_usage", lambda _: usage._replace(free=8 << 30))
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage._replace(free=8 << 30))
     assert cluster.memory_backed_folder() == (
         Path("/dev/shm") if Path("/dev/shm").is_dir() else None
     )

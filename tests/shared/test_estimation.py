@@ -2,7 +2,7 @@
 policy's fields, per-node limits, and Trimaran's prediction of a pod's CPU."""
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,8 @@ from shared.policy import (
     load_policy,
     parse_policy,
 )
+from tests.fakes.clock import NOW
 
-NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
 SEC = timedelta(seconds=1)
 GiB = 2**30
@@ -320,7 +320,8 @@ def test_estimation_rejects_a_node_its_sample_shows_below_the_limit() -> None:
     )
     assert verdict.placed == 2
     cpu = verdict.terms[0]
-    assert (cpu.measured, cpu.estimated, cpu.decided) == (0.5, pytest.approx(0.2125), True)
+    assert (cpu.measured, cpu.decided) == (0.5, True)
+    assert cpu.estimated == pytest.approx(0.2125)
     # score: (1 - 0.7125) × 100 = 28
     assert verdict.score == 28
 
@@ -401,10 +402,20 @@ def test_estimation_needs_the_node_size() -> None:
 
 
 def test_a_stale_value_is_not_estimated() -> None:
+    """A pod of 8 cores bound after the sample adds 8 × 0.85 / 8 = 0.85 to a fresh value; to a
+    stale one it adds nothing (fail-open then skips the value, so the verdict alone would not
+    tell)."""
     rules = policy(estimation={"enabled": True})
     load = NodeLoad.from_annotations("n1", node(0.5), rules, SIZE)
-    later = NOW + 9 * MIN  # 3m period + 5m: stale; fail-open skips it
-    assert evaluate(load, rules, later, [pod(later, cpu=8)]).overload is None
+    fresh = evaluate(load, rules, NOW + MIN, [pod(NOW + MIN, cpu=8)]).terms[0]
+    assert fresh.state == "fresh" and fresh.estimated == pytest.approx(0.85)
+    later = NOW + 9 * MIN  # 3m period + 5m: stale
+    verdict = evaluate(load, rules, later, [pod(later, cpu=8)])
+    cpu = verdict.terms[0]
+    assert (cpu.metric, cpu.state) == ("cpu_usage_avg_5m", "stale")
+    assert cpu.estimated == 0.0
+    assert cpu.value is None
+    assert verdict.overload is None
 
 
 @pytest.mark.parametrize(
@@ -424,7 +435,7 @@ def test_a_stale_value_is_not_estimated() -> None:
 )
 def test_per_node_limits(limits: str, overloaded: bool, error: str | None) -> None:
     rules = policy()
-    annotations = node(0.7, **{"loadsched.io/predicate-limits": limits})
+    annotations = {**node(0.7), "loadsched.io/predicate-limits": limits}
     verdict = evaluate(NodeLoad.from_annotations("n1", annotations, rules), rules, NOW)
     assert (verdict.overload is not None) == overloaded
     if error is None:

@@ -1,6 +1,6 @@
 """spec.hotValueLimit: filter refuses a node whose fresh hot value is above the limit."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -8,8 +8,7 @@ from shared.annotations import encode_hot_value, encode_metric
 from shared.errors import ConfigError
 from shared.load_model import LoadRules, NodeLoad, evaluate
 from shared.policy import parse_policy
-
-NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+from tests.fakes.clock import NOW
 
 
 def rules(limit: object) -> LoadRules:

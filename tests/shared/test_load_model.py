@@ -1,4 +1,5 @@
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -15,12 +16,11 @@ from shared.load_model import (
     to_extender_score,
 )
 from shared.policy import HotValuePolicy, parse_policy
-
-NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+from tests.fakes.clock import NOW
 
 
 def rules(
-    stale: str = "failOpen", predicate: list | None = None, priority: list | None = None
+    stale: str = "failOpen", predicate: list[Any] | None = None, priority: list[Any] | None = None
 ) -> LoadRules:
     spec = {
         "syncPolicy": [{"name": "cpu", "period": "3m"}, {"name": "mem", "period": "15m"}],

@@ -1,4 +1,5 @@
 from fractions import Fraction
+from typing import Any
 
 import msgspec
 import pytest
@@ -8,13 +9,15 @@ from shared.pods import POD_DECODER, Pod
 MI = 2**20
 
 
-def decode(spec: dict, status: dict | None = None, meta: dict | None = None) -> Pod:
+def decode(
+    spec: dict[str, Any], status: dict[str, Any] | None = None, meta: dict[str, Any] | None = None
+) -> Pod:
     return POD_DECODER.decode(
         msgspec.json.encode({"metadata": meta or {}, "spec": spec, "status": status or {}})
     )
 
 
-def container(cpu: str | None = None, memory: str | None = None, **extra: str) -> dict:
+def container(cpu: str | None = None, memory: str | None = None, **extra: str) -> dict[str, Any]:
     requests = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
     return {"resources": {"requests": requests}, **extra}
 
@@ -45,7 +48,7 @@ def container(cpu: str | None = None, memory: str | None = None, **extra: str) -
         ),
     ],
 )
-def test_effective_request(spec: dict, expected: dict) -> None:
+def test_effective_request(spec: dict[str, Any], expected: dict[str, Any]) -> None:
     assert decode(spec).request() == {k: Fraction(v) for k, v in expected.items()}
 
 
@@ -55,7 +58,7 @@ def test_malformed_request_names_the_field() -> None:
         pod.request()
 
 
-def limited(cpu: str | None = None, memory: str | None = None, **extra: str) -> dict:
+def limited(cpu: str | None = None, memory: str | None = None, **extra: str) -> dict[str, Any]:
     limits = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v is not None}
     return {"resources": {"limits": limits}, **extra}
 
@@ -90,7 +93,7 @@ def limited(cpu: str | None = None, memory: str | None = None, **extra: str) -> 
         ),
     ],
 )
-def test_pod_limit(spec: dict, expected: dict) -> None:
+def test_pod_limit(spec: dict[str, Any], expected: dict[str, Any]) -> None:
     assert decode(spec).limit() == {k: Fraction(v) for k, v in expected.items()}
 
 

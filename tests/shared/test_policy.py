@@ -1,5 +1,6 @@
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -64,9 +65,9 @@ def test_loadsched_fields_live_beside_crane_fields() -> None:
 
 
 def edit(path: str, value: object) -> dict[str, object]:
-    data = yaml.safe_load(CRANE_FILE)
+    data: dict[str, object] = yaml.safe_load(CRANE_FILE)
     keys = path.split(".")
-    target = data
+    target: Any = data
     for key in keys[:-1]:
         target = target[int(key)] if key.isdigit() else target[key]
     target[int(keys[-1]) if keys[-1].isdigit() else keys[-1]] = value

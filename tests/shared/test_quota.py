@@ -1,4 +1,5 @@
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ QUOTAS = {
     ],
 )
 def test_admission_table(
-    namespace: str, request_cpu: float, used: dict, admitted: bool, may_preempt: bool
+    namespace: str, request_cpu: float, used: dict[str, Any], admitted: bool, may_preempt: bool
 ) -> None:
     decision = admit(namespace, cpu(request_cpu), QUOTAS, used)
     assert decision.admitted is admitted, decision.message
@@ -141,7 +142,7 @@ def test_the_pool_of_a_resource_counts_only_the_quotas_that_govern_it() -> None:
         ({"spec": "nope"}, "spec: must be an object"),
     ],
 )
-def test_malformed_objects_name_the_field(obj: dict, error: str) -> None:
+def test_malformed_objects_name_the_field(obj: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError, match=error):
         ElasticQuota.from_object(obj)
 

@@ -4,6 +4,7 @@ import msgspec
 
 from shared.pods import POD_DECODER, Pod
 from shared.quota_ledger import ASSUMED, QUOTA_DECODER, QuotaLedger
+from tests.fakes.clock import Clock
 from tests.quota_objects import elastic_quota, quota_pod
 
 
@@ -19,16 +20,8 @@ def cpu(n: float) -> dict[str, Fraction]:
     return {"cpu": Fraction(str(n))}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def story_ledger(clock: Clock | None = None) -> QuotaLedger:
-    ledger = QuotaLedger(clock=clock or Clock(), assume_seconds=30)
+    ledger = QuotaLedger(clock=(clock or Clock()).monotonic, assume_seconds=30)
     ledger.quota_store.replace(
         [quota("a", min={"cpu": 6}, max={"cpu": 10}), quota("b", min={"cpu": 12}, max={"cpu": 14})]
     )
@@ -111,7 +104,7 @@ def test_assumed_pods_count_until_bound_or_expired() -> None:
     assert ledger.namespace_used("a") == cpu(8)
     assert ledger.assumed == 0
     ledger.assume(burst[2], cpu(2))
-    clock.now = 31
+    clock.advance(31)
     ledger.expire_assumed()
     assert ledger.namespace_used("a") == cpu(8)
     assert ledger.assumed == 0

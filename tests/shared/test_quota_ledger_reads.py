@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from shared import quota_ledger
 from shared.quota import ElasticQuota
 from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
 from shared.quota_objects import ADMITTED_ANNOTATION, QuotaObject, Reservation, encode_reservations
@@ -41,7 +40,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(obj["metadata"]["namespace"])
         return original(cls, obj)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(quota_ledger.ElasticQuota, "from_object", classmethod(counted))
+    monkeypatch.setattr(ElasticQuota, "from_object", classmethod(counted))
     return seen
 
 
@@ -70,7 +69,7 @@ def test_a_spec_change_reads_that_quota_again(reads: list[str]) -> None:
     ledger.set_quota_objects([quota_object("team-3", cpu_max="3", rv=2)], replace=False)
 
     assert reads == ["team-3"]
-    assert ledger.quotas["team-3"].max == {"cpu": 3}
+    assert ledger.quotas["team-3"].max == {"cpu": Fraction(3)}
 
 
 @pytest.mark.parametrize("shared", [True, False])

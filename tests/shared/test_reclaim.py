@@ -1,6 +1,7 @@
 """Victim selection (shared by the extender's preempt and the annotator's reclaim controller):
 tables for the node arithmetic, the multi-resource and the sum-of-min cases."""
 
+from collections.abc import Sequence
 from fractions import Fraction
 
 import pytest
@@ -161,7 +162,7 @@ def test_select_is_minimal_and_backtracks_past_a_greedy_dead_end() -> None:
 
     # at most 2 CPU may be taken: greedy takes small (1) and then may take neither big nor
     # mid; the search backs out of small and finds {mid}
-    def two_at_most(chosen: list[PodUsage], candidate: PodUsage) -> bool:
+    def two_at_most(chosen: Sequence[PodUsage], candidate: PodUsage) -> bool:
         return sum(p.request["cpu"] for p in [*chosen, candidate]) <= 2
 
     need = {("node", "cpu"): Fraction(2)}

@@ -2,29 +2,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from shared.errors import ConfigError
 from shared.kube.config import load_endpoint
+from tests.fakes.kubeconfig import kubeconfig
 
 pytestmark = pytest.mark.anyio
-
-
-def kubeconfig(tmp_path: Path, user: dict) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": "https://api.test:6443"}}],
-                "users": [{"name": "u", "user": user}],
-                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "c",
-            }
-        )
-    )
-    return path
 
 
 async def test_a_bearer_token_is_sent(tmp_path: Path) -> None:

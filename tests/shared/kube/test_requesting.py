@@ -1,10 +1,13 @@
 """The one request function: what is retried, how long it waits, and what it raises."""
 
+from typing import Any
+
 import httpx
 import pytest
 
 from shared.errors import (
     APIConflictError,
+    APIError,
     APIForbiddenError,
     APIGoneError,
     APIInvalidError,
@@ -14,7 +17,6 @@ from shared.errors import (
     APITooManyRequestsError,
     APIUnauthorizedError,
     APIUnreachableError,
-    LoadschedError,
 )
 from shared.kube import creating, fetching, patching
 from shared.kube.paths import NODES, PODS
@@ -60,7 +62,7 @@ class Sleeps:
 POLICY = RetryPolicy(attempts=4, backoff=0.5, backoff_max=6.0, timeout=3.0)
 
 
-async def send(fake: Scripted, method: str, sleeps: Sleeps, **kwargs) -> httpx.Response:
+async def send(fake: Scripted, method: str, sleeps: Sleeps, **kwargs: Any) -> httpx.Response:
     async with fake.client() as client:
         return await request(
             client, method, "/api/v1/nodes/n1", what="node/n1", retry=POLICY, sleep=sleeps, **kwargs
@@ -103,7 +105,9 @@ async def test_without_retry_after_the_waits_back_off_within_bounds() -> None:
         (504, APIServerError),
     ],
 )
-async def test_a_post_the_server_may_have_run_is_not_sent_again(answer: Answer, error) -> None:
+async def test_a_post_the_server_may_have_run_is_not_sent_again(
+    answer: Answer, error: type[Exception]
+) -> None:
     fake = Scripted(answer)
     sleeps = Sleeps()
     with pytest.raises(error):
@@ -154,7 +158,9 @@ async def test_a_conflict_is_retried_only_when_the_caller_says_so() -> None:
         ([httpx.ReadTimeout("slow")] * 4, APITimeoutError),
     ],
 )
-async def test_retries_exhausted_raise_the_last_error_by_kind(answers, error) -> None:
+async def test_retries_exhausted_raise_the_last_error_by_kind(
+    answers: list[Answer], error: type[Exception]
+) -> None:
     fake = Scripted(*answers)
     sleeps = Sleeps()
     with pytest.raises(error) as raised:
@@ -176,9 +182,11 @@ async def test_retries_exhausted_raise_the_last_error_by_kind(answers, error) ->
         (422, APIInvalidError),
     ],
 )
-async def test_client_errors_escalate_at_once_as_their_class(code: int, error) -> None:
+async def test_client_errors_escalate_at_once_as_their_class(
+    code: int, error: type[APIError] | None
+) -> None:
     fake = Scripted(code)
-    with pytest.raises(error or LoadschedError) as raised:
+    with pytest.raises(error or APIError) as raised:
         await send(fake, "GET", Sleeps())
     assert raised.value.status == code
     assert type(raised.value).__name__ == (error.__name__ if error else "APIError")
@@ -223,7 +231,7 @@ def test_retry_after_header(header: str | None, seconds: float | None) -> None:
     "kwargs",
     [{"attempts": 0}, {"backoff": 2.0, "backoff_max": 1.0}, {"backoff": -1.0}, {"timeout": 0.0}],
 )
-def test_a_policy_refuses_nonsense(kwargs) -> None:
+def test_a_policy_refuses_nonsense(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**kwargs)
 

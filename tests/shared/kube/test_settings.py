@@ -1,5 +1,7 @@
 """The retry settings both services share: flags, environment, validation naming the field."""
 
+from typing import Any
+
 import pytest
 
 from annotator.cli import parse_args as annotator_args
@@ -42,7 +44,7 @@ def test_environment_sets_them(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"kube_timeout": "soon"}, "--kube-timeout / LOADSCHED_KUBE_TIMEOUT"),
     ],
 )
-def test_bad_values_are_refused_naming_the_setting(given: dict, named: str) -> None:
+def test_bad_values_are_refused_naming_the_setting(given: dict[str, Any], named: str) -> None:
     for load in (extender_settings, lambda **kw: annotator_settings(**PROMETHEUS, **kw)):
         with pytest.raises(ConfigError) as raised:
             load(**given)

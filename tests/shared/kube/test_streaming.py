@@ -15,7 +15,7 @@ from shared.errors import APIForbiddenError, APIGoneError
 from shared.kube import direct
 from shared.kube.config import BearerAuth, KubeEndpoint
 from shared.kube.streaming import split_lines, stream_lines
-from tests.fakekube import served
+from tests.fakes.kube import served
 
 pytestmark = pytest.mark.anyio
 

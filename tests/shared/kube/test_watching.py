@@ -1,6 +1,6 @@
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import httpx
 import msgspec
@@ -9,7 +9,7 @@ import pytest
 from shared.kube import direct
 from shared.kube.config import KubeEndpoint
 from shared.kube.watching import Backoff, Reflector, event_lines
-from tests.fakekube import FakeCollection, event, gone, obj, served
+from tests.fakes.kube import FakeCollection, event, gone, obj, served
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +57,7 @@ async def client_of(fake: FakeCollection, over: str) -> AsyncIterator[httpx.Asyn
 
 
 async def run_until(
-    fake: FakeCollection, store: DictStore, done: callable, over: str, page_size: int = 2
+    fake: FakeCollection, store: DictStore, done: Callable[[], bool], over: str, page_size: int = 2
 ) -> Reflector[Item]:
     decoder = msgspec.json.Decoder(Item)
     async with client_of(fake, over) as client:
@@ -153,7 +153,7 @@ async def test_failed_list_is_retried_not_dropped(over: str) -> None:
 
 
 async def _lines(chunks: list[bytes]) -> list[bytes]:
-    async def stream():  # type: ignore[no-untyped-def]
+    async def stream() -> AsyncIterator[bytes]:
         for chunk in chunks:
             yield chunk
 
