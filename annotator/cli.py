@@ -17,7 +17,9 @@ from shared.settings import ENV_PREFIX
 from shared.version import add_version_flag
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags; each sets the setting of its name, also read from ``LOADSCHED_<NAME>``
+    (docs/reference/cli.md is generated from them)."""
     parser = argparse.ArgumentParser(
         prog="loadsched-annotator",
         description="Sync real node usage from Prometheus onto Node annotations, and hot values. "
@@ -74,7 +76,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--port", type=int, help="port of /healthz, /readyz, /metrics (default 8889; 0 = off)")
     add("--log-level", help="debug, info, warning or error")
     add("--log-format", help="text or json")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

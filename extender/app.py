@@ -17,7 +17,7 @@ import httpx
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from extender import health
+from extender import health, openapi
 from extender.capacity import NodeCapacity
 from extender.dispatch.authorizing import Authorizer, Identity, load_static_tokens
 from extender.dispatch.building import TEMPLATE_LABEL
@@ -59,6 +59,7 @@ from shared.pods import POD_DECODER, Pod
 from shared.policy import DynamicSchedulerPolicy, default_policy, load_policy
 from shared.quota_ledger import QUOTA_DECODER, QuotaLedger, QuotaObject
 from shared.settings import flag_and_variable
+from shared.version import VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -375,9 +376,10 @@ def assemble(
     app = ExtenderApp(
         title="loadsched extender",
         summary="Load-aware filter and prioritize for the stock kube-scheduler, and job dispatch",
+        version=VERSION,
         lifespan=lifespan,
         # every endpoint is authenticated or public (tests/extender/test_public_routes.py):
-        # no docs pages or schema are served; app.openapi() still describes the API
+        # the schema is served to authenticated callers by extender.openapi, no docs pages
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
@@ -392,6 +394,7 @@ def assemble(
     app.state.status = status_sources
     app.state.api_authorizer = access
     app.include_router(status.router)
+    app.include_router(openapi.router)
     app.add_middleware(CountAnswers, counter=api_requests(state.metrics.registry))
     return app
 

@@ -22,7 +22,9 @@ from shared.version import add_version_flag
 logger = logging.getLogger("extender")
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags; each sets the setting of its name, also read from ``LOADSCHED_<NAME>``
+    (docs/reference/cli.md is generated from them)."""
     parser = argparse.ArgumentParser(
         prog="loadsched-extender",
         description="Serve loadsched's scheduler extender (filter, prioritize, preempt) and/or "
@@ -119,7 +121,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--log-level", help="debug, info, warning or error")
     parser.add_argument("--log-format", help="text or json")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 import httpx
@@ -24,15 +24,25 @@ from shared.errors import LoadschedError
 from shared.kube.config import load_endpoint
 from shared.version import add_version_flag
 
+ENVIRONMENT = {"kubeconfig": "KUBECONFIG", "token": "LOADSCHED_TOKEN"}
+"""The flags whose default is an environment variable: destination → variable."""
 
-def parser() -> argparse.ArgumentParser:
+
+def parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """The plugin's flags and subcommands; defaults of :data:`ENVIRONMENT` from ``environ``
+    (the process's environment unless given)."""
+    env = os.environ if environ is None else environ
     main = argparse.ArgumentParser(
         prog="kubectl loadsched",
         description="Why pods go where: loadsched's extender, through the API server.",
     )
     add_version_flag(main)
-    main.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
-    main.add_argument("--context", default=None)
+    main.add_argument(
+        "--kubeconfig",
+        default=env.get(ENVIRONMENT["kubeconfig"]),
+        help="kubeconfig file (unset: the in-cluster service account)",
+    )
+    main.add_argument("--context", default=None, help="kubeconfig context (default: current)")
     main.add_argument(
         "--service-namespace", default="loadsched-system", help="the extender Service's namespace"
     )
@@ -43,20 +53,22 @@ def parser() -> argparse.ArgumentParser:
     )
     main.add_argument(
         "--token",
-        default=os.environ.get("LOADSCHED_TOKEN"),
+        default=env.get(ENVIRONMENT["token"]),
         help="bearer token for the extender when the kubeconfig has none (client certificates)",
     )
-    main.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    main.add_argument(
+        "-o", "--output", choices=("table", "json", "yaml"), default="table", help="output format"
+    )
     commands = main.add_subparsers(dest="command", required=True)
     explain = commands.add_parser("explain", help="every node's verdict for a pod")
     explain.add_argument("pod", nargs="?", help="a pod's name (or -f with a pod manifest)")
-    explain.add_argument("-n", "--namespace", default="default")
+    explain.add_argument("-n", "--namespace", default="default", help="the pod's namespace")
     explain.add_argument("-f", "--filename", help="a pod manifest not created yet (- for stdin)")
     explain.add_argument("--nodes", help="comma-separated node names")
     nodes = commands.add_parser("nodes", help="each node's metrics and verdict for a small pod")
     nodes.add_argument("-n", "--namespace", default="default", help="the probe pod's namespace")
-    nodes.add_argument("--cpu", default="100m")
-    nodes.add_argument("--memory", default="128Mi")
+    nodes.add_argument("--cpu", default="100m", help="the probe pod's CPU request")
+    nodes.add_argument("--memory", default="128Mi", help="the probe pod's memory request")
     quotas = commands.add_parser(
         "quotas", help="elastic quotas: used, min, max, borrowed and lent per resource"
     )

@@ -56,7 +56,9 @@ class PollSettings(BaseSettings):
     log_format: LogFormat = "text"
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The flags; each sets the setting of its name, also read from ``LOADSCHED_<NAME>``
+    (docs/reference/cli.md is generated from them)."""
     parser = argparse.ArgumentParser(
         prog="loadsched-dispatch-poll",
         description="Dispatch each row of a read-only SQL query as a Job, every period. "
@@ -75,7 +77,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--once", action="store_true", default=None, help="one pass, then exit")
     add("--log-level", help="debug, info, warning or error")
     add("--log-format", help="text or json")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 async def run(settings: PollSettings) -> int:

@@ -31,3 +31,25 @@ def parse_duration(text: str) -> timedelta:
     sign = -1.0 if text.startswith("-") else 1.0
     seconds = sum(float(num) * _UNIT_SECONDS[unit] for num, unit in _PART.findall(text))
     return timedelta(seconds=sign * seconds)
+
+
+GO_DURATION_PATTERN = r"^[-+]?(0|((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)$"
+"""What :func:`parse_duration` accepts, as a JSON Schema ``pattern`` (ECMA-262)."""
+
+
+def format_duration(value: timedelta) -> str:
+    """``value`` as the shortest Go duration that reads back to it (millisecond precision):
+    ``30s``, ``5m``, ``1h30m``, ``1.5s``, ``250ms``, ``0s``."""
+    total = round(value.total_seconds() * 1000)
+    sign, total = ("-" if total < 0 else ""), abs(total)
+    hours, total = divmod(total, 3_600_000)
+    minutes, total = divmod(total, 60_000)
+    seconds, millis = divmod(total, 1000)
+    parts = [f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
+    if seconds and millis:
+        parts.append(f"{seconds}.{millis:03d}".rstrip("0") + "s")
+    elif seconds:
+        parts.append(f"{seconds}s")
+    elif millis:
+        parts.append(f"{millis}ms")
+    return sign + ("".join(parts) or "0s")

@@ -22,23 +22,24 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
-from shared.durations import parse_duration
+from shared.annotation_keys import HOT_VALUE_KEY as HOT_VALUE_KEY
+from shared.annotation_keys import NODE_LIMITS_KEY as NODE_LIMITS_KEY
+from shared.durations import GO_DURATION_PATTERN, format_duration, parse_duration
 from shared.errors import ConfigError, LoadschedError
 from shared.quantity import parse_quantity
 
-HOT_VALUE_KEY = "node_hot_value"
 EXTRA_ACTIVE_PERIOD = timedelta(minutes=5)
 """A metric value stays fresh for its sync period plus this (crane's ExtraActivePeriod)."""
 HOT_VALUE_ACTIVE_PERIOD = timedelta(minutes=5)
 """The hot value annotation stays fresh this long (crane's DefautlHotVauleActivePeriod)."""
-NODE_LIMITS_KEY = "loadsched.io/predicate-limits"
-"""A Node annotation overriding predicate limits for that node: a JSON object of metric name
-to fraction, e.g. ``{"cpu_usage_avg_5m": 0.8}`` (0 turns the predicate off on that node)."""
 
 Resource = Literal["cpu", "memory"]
 
@@ -86,18 +87,27 @@ def _go_duration(value: Any) -> timedelta:
     return parse_duration(value)
 
 
-GoDuration = Annotated[timedelta, BeforeValidator(_go_duration)]
+GoDuration = Annotated[
+    timedelta,
+    BeforeValidator(_go_duration),
+    PlainSerializer(format_duration, when_used="json"),
+    WithJsonSchema({"type": "string", "pattern": GO_DURATION_PATTERN}),
+]
+"""A Go duration (``30s``, ``3m``, ``1h30m``); JSON (and the JSON Schema) spell it so too."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # attribute docstrings become field descriptions in the JSON Schema (make reference)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class SyncPolicy(_Strict):
     """How often one metric is synced from Prometheus onto node annotations."""
 
     name: str = Field(min_length=1)
+    """The metric: a recording rule's name, and the Node annotation key its value is written to."""
     period: GoDuration
+    """How often the metric is synced; a value stays fresh for this plus 5m."""
     promql: str | None = None
     """loadsched: a PromQL expression used instead of the recording rule named ``name``."""
     scale: float | None = None
@@ -172,13 +182,30 @@ class SyncPolicy(_Strict):
         return value
 
 
+def _either_spelling(schema: dict[str, Any]) -> None:
+    """The JSON Schema of a predicate accepts crane's ``maxLimitPecent`` or loadsched's
+    ``maxLimitPercent``, one of the two."""
+    properties = schema["properties"]
+    crane = properties["maxLimitPecent"]
+    properties["maxLimitPercent"] = {
+        **crane,
+        "description": "loadsched: the same limit, spelled correctly (crane refuses it).",
+    }
+    schema["required"] = [name for name in schema["required"] if name != "maxLimitPecent"]
+    schema["oneOf"] = [{"required": ["maxLimitPecent"]}, {"required": ["maxLimitPercent"]}]
+
+
 class PredicatePolicy(_Strict):
     """Filter: a node whose usage of ``name`` is above ``max_limit_percent`` is overloaded."""
 
+    model_config = ConfigDict(json_schema_extra=_either_spelling)
+
     name: str = Field(min_length=1)
+    """The metric compared with the limit (it needs a syncPolicy entry)."""
     max_limit_percent: float = Field(
         validation_alias=AliasChoices("maxLimitPecent", "maxLimitPercent"),
         serialization_alias="maxLimitPecent",
+        json_schema_extra={"minimum": 0, "maximum": 1},
     )
     """A fraction (0.65 = 65 %); 0 turns the predicate off. crane spells it ``maxLimitPecent``."""
 
@@ -203,7 +230,9 @@ class PriorityPolicy(_Strict):
     """Score: this metric's weight in the node score."""
 
     name: str = Field(min_length=1)
-    weight: float
+    """The metric scored (it needs a syncPolicy entry)."""
+    weight: float = Field(json_schema_extra={"minimum": 0})
+    """Its weight; every weight counts in the total, also while the metric's value is unknown."""
 
     @field_validator("weight")
     @classmethod
@@ -217,7 +246,9 @@ class HotValuePolicy(_Strict):
     """Every ``count`` pods bound to a node within ``time_range`` add 1 to its hot value."""
 
     time_range: GoDuration = Field(alias="timeRange")
-    count: int
+    """The window of bindings counted."""
+    count: int = Field(json_schema_extra={"minimum": 1})
+    """Bindings in the window per point of hot value."""
 
     @field_validator("time_range")
     @classmethod
@@ -246,21 +277,30 @@ def _quantity(value: Any) -> Any:
     return float(quantity)
 
 
-Quantity = Annotated[float, BeforeValidator(_quantity)]
+Quantity = Annotated[
+    float,
+    BeforeValidator(_quantity),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number", "minimum": 0}]}),
+]
+"""A Kubernetes quantity (``250m``, ``1``, ``200Mi``) read as a number (cores, bytes)."""
 
 
 class ResourceFactors(_Strict):
     """Per resource, the fraction of a pod's request assumed in use once it runs."""
 
     cpu: float = Field(default=0.85, ge=0, le=4, allow_inf_nan=False)
+    """Of the CPU request."""
     memory: float = Field(default=0.70, ge=0, le=4, allow_inf_nan=False)
+    """Of the memory request."""
 
 
 class DefaultRequest(_Strict):
     """The estimate for a pod that requests nothing of a resource (cores, bytes)."""
 
     cpu: Quantity = 0.25
+    """Cores (250m)."""
     memory: Quantity = float(200 * 2**20)
+    """Bytes (200Mi)."""
 
 
 class EstimationPolicy(_Strict):
@@ -269,6 +309,7 @@ class EstimationPolicy(_Strict):
     of the memory request; 250m and 200Mi for a pod that requests nothing). Off by default."""
 
     enabled: bool = False
+    """Estimate at all."""
     factors: ResourceFactors = ResourceFactors()
     default_request: DefaultRequest = Field(default=DefaultRequest(), alias="defaultRequest")
     factor: float | None = Field(default=None, ge=0, le=4, allow_inf_nan=False)
@@ -311,6 +352,7 @@ class TargetLoadPacking(_Strict):
     """Trimaran's TargetLoadPacking: pack nodes up to ``targetUtilization`` % CPU."""
 
     target_utilization: float = Field(default=40, gt=0, lt=100, alias="targetUtilization")
+    """The CPU utilization (percent) nodes are packed up to; beyond it, less is better."""
     metric: str = Field(default="cpu_usage_avg_5m", min_length=1)
     """The CPU usage metric read (its average)."""
     default_requests: Quantity = Field(default=1.0, alias="defaultRequests")
@@ -325,14 +367,18 @@ class ResourceStatistics(_Strict):
     """The average and standard deviation metrics of one resource."""
 
     average: str = Field(min_length=1)
+    """The metric of the resource's average usage (it needs a syncPolicy entry)."""
     stddev: str = Field(min_length=1)
+    """The metric of its standard deviation (it needs a syncPolicy entry)."""
 
 
 class LoadVariationRiskBalancing(_Strict):
     """Trimaran's LoadVariationRiskBalancing: balance ``(μ + margin·σ^(1/sensitivity)) / 2``."""
 
     margin: float = Field(default=1, ge=0, le=100, allow_inf_nan=False)
+    """How many standard deviations count on top of the average."""
     sensitivity: float = Field(default=1, gt=0, le=100, allow_inf_nan=False)
+    """The root taken of the standard deviation (1: none)."""
     cpu: ResourceStatistics | None = ResourceStatistics(
         average="cpu_usage_avg_5m", stddev="cpu_usage_stddev_5m"
     )
@@ -379,10 +425,16 @@ StaleData = Literal["failOpen", "failClosed"]
 
 
 class PolicySpec(_Strict):
+    """What the annotator syncs and how the extender filters and scores."""
+
     sync_policy: tuple[SyncPolicy, ...] = Field(default=(), alias="syncPolicy")
+    """The metrics synced onto Node annotations, each with its period."""
     predicate: tuple[PredicatePolicy, ...] = ()
+    """Filter: the limits a node's usage must stay under, checked in order."""
     priority: tuple[PriorityPolicy, ...] = ()
+    """Score: the metrics weighed into a node's score."""
     hot_value: tuple[HotValuePolicy, ...] = Field(default=(), alias="hotValue")
+    """The hot value: pods bound to a node lately, subtracted from its score."""
     stale_data: StaleData = Field(default="failOpen", alias="staleData")
     """loadsched: what filter does with a missing or stale value; crane's behaviour is failOpen."""
     timestamp_zone: str = Field(default="UTC", alias="timestampZone")
@@ -390,7 +442,9 @@ class PolicySpec(_Strict):
     time with a literal ``Z`` (``Asia/Shanghai`` by default); set that zone to share a
     cluster with crane."""
     estimation: EstimationPolicy = EstimationPolicy()
+    """loadsched: count the pods a metric's sample does not show yet."""
     scoring: ScoringPolicy = ScoringPolicy()
+    """loadsched: a scoring strategy, and how scores become 0..10."""
     hot_value_limit: int = Field(default=0, alias="hotValueLimit", ge=0)
     """loadsched: filter refuses a node whose fresh hot value is above this (pods were just
     bound there and its metrics do not show them yet); 0 is off, crane's behaviour."""
@@ -431,11 +485,16 @@ class PolicySpec(_Strict):
 
 
 class DynamicSchedulerPolicy(_Strict):
+    """crane-scheduler's DynamicSchedulerPolicy, with loadsched's optional fields."""
+
     api_version: Literal["scheduler.policy.crane.io/v1alpha1"] = Field(
         default="scheduler.policy.crane.io/v1alpha1", alias="apiVersion"
     )
+    """crane's API version."""
     kind: Literal["DynamicSchedulerPolicy"] = "DynamicSchedulerPolicy"
+    """crane's kind."""
     spec: PolicySpec
+    """The policy."""
 
     def period_of(self, metric: str) -> timedelta:
         """The sync period of ``metric``; the policy guarantees every named metric has one."""
@@ -504,6 +563,29 @@ def load_policy(path: str | Path) -> DynamicSchedulerPolicy:
     except yaml.YAMLError as e:
         raise ConfigError(source, "", f"not valid YAML: {e}") from e
     return parse_policy(data, source=source)
+
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+class _PolicySchema(GenerateJsonSchema):
+    """Durations as Go spells them, also as defaults; no titles made up from field names."""
+
+    def encode_default(self, dft: Any) -> Any:
+        if isinstance(dft, timedelta):
+            return format_duration(dft)
+        return super().encode_default(dft)
+
+    def field_title_should_be_set(self, _schema: Any) -> bool:
+        return False
+
+
+def policy_json_schema() -> JsonSchemaValue:
+    """The policy file's JSON Schema (draft 2020-12), for editors and docs/reference: what
+    :func:`parse_policy` accepts, as far as a schema can say (metric names that resolve and
+    known time zones are checked only at load time)."""
+    schema = DynamicSchedulerPolicy.model_json_schema(by_alias=True, schema_generator=_PolicySchema)
+    return {"$schema": JSON_SCHEMA_DIALECT, **schema}
 
 
 def default_policy() -> DynamicSchedulerPolicy:

@@ -11,15 +11,11 @@ from typing import Any
 
 import msgspec
 
+from shared.annotation_keys import ADMITTED_ANNOTATION as ADMITTED_ANNOTATION
 from shared.kube.meta import ObjectMeta
 from shared.quantity import ResourceList, parse_resources, to_quantity
 
 logger = logging.getLogger(__name__)
-
-ADMITTED_ANNOTATION = "loadsched.io/admitted"
-"""On an ElasticQuota: the pods extender replicas admitted and may not have seen bound yet,
-and the pods the reclaim controller freed room for (``{"<uid>": [<until>, {...}]}``, a
-promise with its pod's priority as a third element)."""
 
 
 class QuotaStatus(msgspec.Struct, gc=False):

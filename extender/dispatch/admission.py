@@ -35,6 +35,7 @@ import msgspec
 from extender.dispatch.building import TEMPLATE_LABEL
 from extender.dispatch.caches import JobStore, TemplatePodStore
 from extender.dispatch.templates import JobTemplate
+from shared.annotation_keys import MANAGED_BY_LABEL
 from shared.errors import APIConflictError, APINotFoundError, LoadschedError
 from shared.kube.creating import create
 from shared.kube.fetching import get
@@ -367,7 +368,7 @@ class Admission:
                 name=name,
                 namespace=namespace,
                 resourceVersion=version,
-                labels={"app.kubernetes.io/managed-by": "loadsched", TEMPLATE_LABEL: template.name},
+                labels={MANAGED_BY_LABEL: "loadsched", TEMPLATE_LABEL: template.name},
             ),
             data={DATA_KEY: data.decode()},
         )

@@ -17,11 +17,11 @@ from croniter import croniter
 
 from extender.dispatch.pod_security import literal_env_value
 from extender.dispatch.templates import ENV_NAME, JobTemplate
+from shared.annotation_keys import KEY_ANNOTATION as KEY_ANNOTATION
+from shared.annotation_keys import KEY_HASH_LABEL as KEY_HASH_LABEL
+from shared.annotation_keys import TEMPLATE_LABEL as TEMPLATE_LABEL
 from shared.errors import LoadschedError
 
-TEMPLATE_LABEL = "loadsched.io/template"
-KEY_HASH_LABEL = "loadsched.io/key-hash"
-KEY_ANNOTATION = "loadsched.io/key"
 MAX_KEY_LENGTH = 253
 MAX_DATA_KEYS = 128
 

@@ -11,11 +11,11 @@ from typing import Generic, TypeVar
 import msgspec
 
 from extender.dispatch.building import KEY_ANNOTATION, TEMPLATE_LABEL
+from shared.annotation_keys import JOB_NAME_LABEL
 from shared.kube.meta import ObjectMeta
 from shared.pods import Pod
 
 FINISHED = ("Complete", "Failed")
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 GONE_REMEMBERED = 100_000
 """How many deleted Jobs a :class:`JobStore` remembers (last state and UID), oldest forgotten
 first: what the admission record needs to say how a key's Job ended after it is gone."""

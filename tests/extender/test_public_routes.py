@@ -17,7 +17,8 @@ Public, and why:
 - ``/ui``: the status page's HTML shell (no data; a browser cannot send a token with a page
   load); its script calls ``/v1/status``, which authenticates.
 
-FastAPI's ``/docs``, ``/redoc`` and ``/openapi.json`` are not served.
+FastAPI's ``/docs`` and ``/redoc`` are not served; ``/openapi.json`` answers only an
+authenticated caller (``tests/extender/test_openapi.py``).
 """
 
 from __future__ import annotations
@@ -128,10 +129,11 @@ async def test_every_extender_endpoint_is_public_or_authenticated(tmp_path: Path
         assert (await client.post("/filter", json=filter_body)).status_code == 200
 
 
-async def test_docs_and_schema_are_not_served(tmp_path: Path) -> None:
+async def test_docs_pages_are_not_served_and_the_schema_needs_a_token(tmp_path: Path) -> None:
     async for _, client in every_room(tmp_path):
-        for path in ("/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"):
+        for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
             assert (await client.get(path)).status_code == 404, path
+        assert (await client.get("/openapi.json")).status_code == 401
 
 
 async def test_a_route_added_later_is_caught(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ before doing anything; every such route also names the action its RBAC check is 
 Exempt, because their callers hold no dispatch token and they change nothing:
 - ``/healthz``, ``/readyz``, ``/readyz/{room}``: the kubelet's probes;
 - ``/metrics``: Prometheus' scrape;
-- ``/docs``, ``/docs/oauth2-redirect``, ``/redoc``, ``/openapi.json``: FastAPI's description of the
-  API (not in the schema itself);
+- ``/docs``, ``/docs/oauth2-redirect``, ``/redoc``: not served (404); ``/openapi.json``, not in
+  the schema itself, authenticates like ``/v1`` (``tests/extender/test_openapi.py``);
 - ``/filter``, ``/prioritize``, ``/preempt``: kube-scheduler's extender calls, served ahead of
   FastAPI (:mod:`extender.scheduling.routes`), not in the schema either; the scheduler is
   trusted by the network path and TLS (``extender.tls``), as kube-scheduler's extender
