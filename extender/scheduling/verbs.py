@@ -64,6 +64,15 @@ from shared.strategies import PodDemand, demand_of, pod_need
 logger = logging.getLogger(__name__)
 
 
+FULL_NODE_WARNING = (
+    "kube-scheduler sent a full-node request (nodeCacheCapable: false): since Kubernetes v1.33 "
+    "it scores the nodes an extender returns in this mode as if nothing ran on them, so its "
+    "NodeResourcesFit and NodeResourcesBalancedAllocation no longer spread pods by requests "
+    "(kubernetes/kubernetes#141781); configure the extender with nodeCacheCapable: true"
+)
+"""Logged once, at the first full-node filter request."""
+
+
 class NamesOnlyUnavailable(LoadschedError):
     """A names-only request reached an extender that has no node cache."""
 
@@ -109,6 +118,7 @@ class LoadAwareExtender:
         self._list_always = rejections == "always"
         """Every filter answer lists the nodes refused, not only one that passes none."""
         self._requeue = requeue
+        self._full_node_warned = False
         self._clock = clock
         self._metrics = metrics
         self._cache = node_cache
@@ -174,6 +184,9 @@ class LoadAwareExtender:
                 args.NodeNames, now, check=check, need=need
             )
         else:
+            if not self._full_node_warned:
+                self._full_node_warned = True
+                logger.warning(FULL_NODE_WARNING)
             tally = self._tally(check=check, need=need)
             rows = self._full_nodes(args, now)
             items = [raw for name, verdict, raw in rows if tally.judge(name, verdict)]
