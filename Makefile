@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # what `make e2e` runs: a file or a test of tests/e2e narrows it (make e2e E2E=tests/e2e/test_version_smoke.py)
 E2E ?= tests/e2e
 
-.PHONY: demo docs reference test unit unit-packages e2e setup fresh-check lint bench bench-quality bench-reliability serve image clean matrix
+.PHONY: demo docs reference results-page test unit unit-packages e2e setup fresh-check lint bench bench-quality bench-reliability serve image clean matrix
 
 ## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
 demo: setup
@@ -30,6 +30,10 @@ docs: $(STAMP)
 ## reference: docs/reference from the code (flags, metrics, annotations, policy schema, chart values, OpenAPI); --check in tests/test_reference.py
 reference: $(STAMP)
 	$(BIN)/python scripts/reference.py
+
+## results-page: docs/results.md from the benches' latest results (out/results/*.json)
+results-page: $(STAMP)
+	$(BIN)/python scripts/results_page.py
 
 ## unit: the tests that need no cluster (installs the Debian packages they run)
 unit: $(STAMP) unit-packages
