@@ -91,7 +91,7 @@ def kube_client(
     client = endpoint.client(transport=transport, max_connections=max_connections)
     # httpx offers no switch for cookies; its own Cookies wraps every answer in urllib's
     # request and response types before the jar sees it
-    client._cookies = _NoCookies()  # noqa: SLF001
+    client._cookies = _NoCookies()
     if patch_transport is not None:
         _DIRECT[client] = patch_transport
         direct.register(client, endpoint, own_transport=True)  # httpx uses no proxy

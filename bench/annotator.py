@@ -55,24 +55,24 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-from annotator.metrics import AnnotatorMetrics  # noqa: E402
-from annotator.objects import NODE_DECODER, Node, NodeStore  # noqa: E402
-from annotator.patching import NodePatcher, kube_client  # noqa: E402
-from annotator.sync.hot_value import BindingWindows  # noqa: E402
-from annotator.sync.prometheus import PrometheusClient  # noqa: E402
-from annotator.sync.rounds import AnnotationSync, MetricSync, RoundReport  # noqa: E402
-from bench.lease_option import add_lease_option, renewals  # noqa: E402
-from bench.results import Figure, measured, record  # noqa: E402
-from bench.stats import median_interval  # noqa: E402
-from bench.targets import target  # noqa: E402
-from sandbox.build import cache_root  # noqa: E402
-from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port  # noqa: E402
-from sandbox.processes import wait_for  # noqa: E402
-from sandbox.prometheus import Prometheus  # noqa: E402
-from shared.annotations import encode_hot_value, encode_metric  # noqa: E402
-from shared.kube.config import load_endpoint  # noqa: E402
-from shared.kube.watching import Reflector  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
+from annotator.metrics import AnnotatorMetrics
+from annotator.objects import NODE_DECODER, Node, NodeStore
+from annotator.patching import NodePatcher, kube_client
+from annotator.sync.hot_value import BindingWindows
+from annotator.sync.prometheus import PrometheusClient
+from annotator.sync.rounds import AnnotationSync, MetricSync, RoundReport
+from bench.lease_option import add_lease_option, renewals
+from bench.results import Figure, measured, record
+from bench.stats import median_interval
+from bench.targets import target
+from sandbox.build import cache_root
+from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port
+from sandbox.processes import wait_for
+from sandbox.prometheus import Prometheus
+from shared.annotations import encode_hot_value, encode_metric
+from shared.kube.config import load_endpoint
+from shared.kube.watching import Reflector
+from shared.policy import default_policy
 
 ROUND_OF_FLOOR = target("annotator", "round-of-floor")
 WRITES_PER_NODE = target("annotator", "writes-per-node")

@@ -28,12 +28,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from extender.scheduling.binding import BINDS_AT_ONCE, Binder  # noqa: E402
-from extender.scheduling.wire import BindingArgs  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox, pod_body  # noqa: E402
-from shared.kube import direct  # noqa: E402
-from shared.kube.config import KubeEndpoint, load_endpoint  # noqa: E402
-from shared.kube.retrying import RetryPolicy  # noqa: E402
+from extender.scheduling.binding import BINDS_AT_ONCE, Binder
+from extender.scheduling.wire import BindingArgs
+from sandbox.cluster import NodeSpec, Sandbox, pod_body
+from shared.kube import direct
+from shared.kube.config import KubeEndpoint, load_endpoint
+from shared.kube.retrying import RetryPolicy
 
 PATHS = ("direct", "httpx")
 

@@ -25,14 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.extender_cpu import NODES, scheduler_window  # noqa: E402
-from extender.scheduling.metrics import ExtenderMetrics  # noqa: E402
-from extender.scheduling.node_cache import NodeLoadCache  # noqa: E402
-from extender.scheduling.verbs import LoadAwareExtender  # noqa: E402
-from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER  # noqa: E402
-from shared.load_model import LoadRules  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
-from tests import payloads  # noqa: E402
+from bench.extender_cpu import NODES, scheduler_window
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_cache import NodeLoadCache
+from extender.scheduling.verbs import LoadAwareExtender
+from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER
+from shared.load_model import LoadRules
+from shared.policy import default_policy
+from tests import payloads
 
 
 def main() -> int:

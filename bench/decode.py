@@ -30,16 +30,16 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from annotator import objects as annotator_objects  # noqa: E402
-from annotator.matching import NodeAddresses  # noqa: E402
-from bench.extender import quick_option  # noqa: E402
-from extender.dispatch.caches import JOB_DECODER  # noqa: E402
-from extender.scheduling.wire import NODE_DECODER  # noqa: E402
-from shared.load_model import LoadRules  # noqa: E402
-from shared.node_fit import FitNode, taints_of  # noqa: E402
-from shared.pods import POD_DECODER, PodSpec, PodStatus  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
-from tests import payloads  # noqa: E402
+from annotator import objects as annotator_objects
+from annotator.matching import NodeAddresses
+from bench.extender import quick_option
+from extender.dispatch.caches import JOB_DECODER
+from extender.scheduling.wire import NODE_DECODER
+from shared.load_model import LoadRules
+from shared.node_fit import FitNode, taints_of
+from shared.pods import POD_DECODER, PodSpec, PodStatus
+from shared.policy import default_policy
+from tests import payloads
 
 # -- before: the structs as they were ---------------------------------------------------------
 

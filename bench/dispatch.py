@@ -27,13 +27,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes import client as k8s  # noqa: E402
+from kubernetes import client as k8s
 
-from bench.extender import percentile, quick_option  # noqa: E402
-from bench.results import measured, record  # noqa: E402
-from bench.targets import target  # noqa: E402
-from extender.dispatch.building import TEMPLATE_LABEL  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
+from bench.extender import percentile, quick_option
+from bench.results import measured, record
+from bench.targets import target
+from extender.dispatch.building import TEMPLATE_LABEL
+from sandbox.cluster import NodeSpec, Sandbox
 
 NAMESPACE = "bench"
 EXISTING = 2000

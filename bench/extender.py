@@ -47,19 +47,19 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
-from bench.lease_option import add_lease_option, renewals  # noqa: E402
-from bench.naive_models import ExtenderArgs as NaiveArgs  # noqa: E402
-from bench.results import Figure, measured, record  # noqa: E402
-from bench.targets import target  # noqa: E402
-from extender.scheduling.metrics import ExtenderMetrics  # noqa: E402
-from extender.scheduling.node_cache import NodeLoadCache  # noqa: E402
-from extender.scheduling.verbs import LoadAwareExtender  # noqa: E402
-from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
-from shared.load_model import LoadRules  # noqa: E402
-from shared.policy import ScoringPolicy, default_policy  # noqa: E402
-from tests import payloads  # noqa: E402
+from bench.fake_apiserver import FakeNodeAPI
+from bench.lease_option import add_lease_option, renewals
+from bench.naive_models import ExtenderArgs as NaiveArgs
+from bench.results import Figure, measured, record
+from bench.targets import target
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_cache import NodeLoadCache
+from extender.scheduling.verbs import LoadAwareExtender
+from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER
+from sandbox.cluster import NodeSpec, Sandbox
+from shared.load_model import LoadRules
+from shared.policy import ScoringPolicy, default_policy
+from tests import payloads
 
 TARGETS = {
     ("names-only", 5000): target("extender", "names-only-5000-p99"),

@@ -34,20 +34,20 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.extender import (  # noqa: E402
+from bench.extender import (
     PRODUCTION_RATE,
     AnnotationWriter,
     add_extender_args,
     free_port,
     start_extender,
 )
-from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
-from sandbox.build import ensure_minimal_extender  # noqa: E402
-from sandbox.cluster import http_ok  # noqa: E402
-from sandbox.processes import wait_for  # noqa: E402
-from shared.load_model import LoadRules  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
-from tests import payloads  # noqa: E402
+from bench.fake_apiserver import FakeNodeAPI
+from sandbox.build import ensure_minimal_extender
+from sandbox.cluster import http_ok
+from sandbox.processes import wait_for
+from shared.load_model import LoadRules
+from shared.policy import default_policy
+from tests import payloads
 
 BLOCKS = 4
 NODES = 5000

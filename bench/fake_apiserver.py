@@ -42,7 +42,7 @@ class FakeNodeAPI:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 url = urlparse(self.path)
                 query = {k: v[0] for k, v in parse_qs(url.query).items()}
                 items = api.collections.get(url.path)
@@ -66,7 +66,7 @@ class FakeNodeAPI:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
+            def do_PATCH(self) -> None:
                 """A JSON merge patch of one namespaced object, as the API server applies it:
                 409 when the patch names a resourceVersion the object no longer has."""
                 parts = urlparse(self.path).path.split("/")

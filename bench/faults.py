@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox.cluster import Sandbox  # noqa: E402
-from sandbox.faults import FaultRow, quota_two_replicas  # noqa: E402
-from sandbox.faults_cluster import (  # noqa: E402
+from sandbox.cluster import Sandbox
+from sandbox.faults import FaultRow, quota_two_replicas
+from sandbox.faults_cluster import (
     Flow,
     run_annotator_kill,
     run_control_plane,

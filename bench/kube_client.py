@@ -35,13 +35,13 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.lease_option import add_lease_option, renewals  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
-from shared.kube import patching  # noqa: E402
-from shared.kube.config import load_endpoint  # noqa: E402
-from shared.kube.paths import NODES  # noqa: E402
-from shared.kube.retrying import RetryPolicy  # noqa: E402
-from shared.kube.status import raise_for_status, unreachable  # noqa: E402
+from bench.lease_option import add_lease_option, renewals
+from sandbox.cluster import NodeSpec, Sandbox
+from shared.kube import patching
+from shared.kube.config import load_endpoint
+from shared.kube.paths import NODES
+from shared.kube.retrying import RetryPolicy
+from shared.kube.status import raise_for_status, unreachable
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 

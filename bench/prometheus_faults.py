@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sandbox.cluster import Sandbox  # noqa: E402
-from sandbox.metrics_stack import MetricsStack  # noqa: E402
-from sandbox.processes import wait_for  # noqa: E402
-from sandbox.prometheus_faults import PrometheusFaults  # noqa: E402
-from tests.e2e.test_prometheus_faults import (  # noqa: E402
+from sandbox.cluster import Sandbox
+from sandbox.metrics_stack import MetricsStack
+from sandbox.processes import wait_for
+from sandbox.prometheus_faults import PrometheusFaults
+from tests.e2e.test_prometheus_faults import (
     FAULTS,
     LOADS,
     NODES,

@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.quality_report import (  # noqa: E402
+from bench.quality_report import (
     FIGURES,
     median_figures,
     recorded,
@@ -55,8 +55,8 @@ from bench.quality_report import (  # noqa: E402
     targets,
     why,
 )
-from bench.quality_run import Harness, Outcome  # noqa: E402
-from bench.quality_strategies import (  # noqa: E402
+from bench.quality_run import Harness, Outcome
+from bench.quality_strategies import (
     BY_KEY,
     CPU_LIMIT,
     DEFAULT,
@@ -67,11 +67,11 @@ from bench.quality_strategies import (  # noqa: E402
     RULES,
     STRATEGIES,
 )
-from bench.results import record  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
-from sandbox.metrics_stack import MetricsStack  # noqa: E402
-from sandbox.processes import wait_for  # noqa: E402
-from sandbox.workload import Trace, TraceShape, backgrounds, make_trace  # noqa: E402
+from bench.results import record
+from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.metrics_stack import MetricsStack
+from sandbox.processes import wait_for
+from sandbox.workload import Trace, TraceShape, backgrounds, make_trace
 
 NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]
 FULL = TraceShape()

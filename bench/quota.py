@@ -22,15 +22,15 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.extender import percentile, quick_option, server_ms, start_extender  # noqa: E402
-from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
-from bench.results import Figure, measured, record  # noqa: E402
-from bench.targets import target  # noqa: E402
-from shared.load_model import LoadRules  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
-from shared.quota_ledger import ELASTIC_QUOTAS_PATH  # noqa: E402
-from tests import payloads  # noqa: E402
-from tests.quota_objects import elastic_quota, quota_pod  # noqa: E402
+from bench.extender import percentile, quick_option, server_ms, start_extender
+from bench.fake_apiserver import FakeNodeAPI
+from bench.results import Figure, measured, record
+from bench.targets import target
+from shared.load_model import LoadRules
+from shared.policy import default_policy
+from shared.quota_ledger import ELASTIC_QUOTAS_PATH
+from tests import payloads
+from tests.quota_objects import elastic_quota, quota_pod
 
 NAMESPACES = 1000
 PODS = 20_000

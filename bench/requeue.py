@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.results import Figure, measured, record  # noqa: E402
-from bench.targets import target  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
-from sandbox.requeue_story import CAUSES, RequeueRig, Run, percentile  # noqa: E402
+from bench.results import Figure, measured, record
+from bench.targets import target
+from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.requeue_story import CAUSES, RequeueRig, Run, percentile
 
 P99 = target("requeue", "p99")
 FIGURES: list[Figure] = []

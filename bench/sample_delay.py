@@ -32,13 +32,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.quality_strategies import RULES as QUALITY_RULES  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
-from sandbox.metrics_stack import MetricsStack  # noqa: E402
-from sandbox.processes import wait_for  # noqa: E402
-from sandbox.prometheus import RULES as CHART_RULES  # noqa: E402
-from sandbox.workload import percentile  # noqa: E402
-from shared.annotations import Sample, decode  # noqa: E402
+from bench.quality_strategies import RULES as QUALITY_RULES
+from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.metrics_stack import MetricsStack
+from sandbox.processes import wait_for
+from sandbox.prometheus import RULES as CHART_RULES
+from sandbox.workload import percentile
+from shared.annotations import Sample, decode
 
 LOW, HIGH = 0.2, 0.8
 EDGE = 0.02

@@ -55,20 +55,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.extender import add_extender_args  # noqa: E402
-from bench.lease_option import add_lease_option, renewals  # noqa: E402
-from bench.results import Figure, measured, record  # noqa: E402
-from bench.stats import median_interval  # noqa: E402
-from bench.targets import target  # noqa: E402
-from sandbox.build import ensure_minimal_extender  # noqa: E402
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body  # noqa: E402
-from sandbox.processes import wait_for  # noqa: E402
-from shared.annotations import encode_metric  # noqa: E402
-from shared.kube.config import load_endpoint  # noqa: E402
-from shared.kube.watching import Reflector  # noqa: E402
-from shared.load_model import LoadRules  # noqa: E402
-from shared.pods import POD_DECODER, Pod  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
+from bench.extender import add_extender_args
+from bench.lease_option import add_lease_option, renewals
+from bench.results import Figure, measured, record
+from bench.stats import median_interval
+from bench.targets import target
+from sandbox.build import ensure_minimal_extender
+from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body
+from sandbox.processes import wait_for
+from shared.annotations import encode_metric
+from shared.kube.config import load_endpoint
+from shared.kube.watching import Reflector
+from shared.load_model import LoadRules
+from shared.pods import POD_DECODER, Pod
+from shared.policy import default_policy
 
 OF_PLAIN = target("scheduling", "loadsched-of-plain")
 OF_MINIMAL = target("scheduling", "loadsched-of-minimal")
@@ -169,7 +169,7 @@ def extender_counts(url: str) -> dict[str, float]:
     """What the extender has counted so far (its own metrics): ``seconds``, its filter +
     prioritize time; per verb, ``<verb>`` calls answered and ``<verb>-kept`` answers kept
     for the same nodes (:class:`extender.scheduling.memos.WindowMemo`)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:  # noqa: S310 - loopback
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
         text = response.read().decode()
 
     def sample(name: str, verb: str) -> float:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.extender.test_schema_fuzz import FuzzReport, fuzz, serving  # noqa: E402
+from tests.extender.test_schema_fuzz import FuzzReport, fuzz, serving
 
 EXAMPLES_PER_ROUND = 150
 """Examples per operation and mode in one round; rounds repeat until the target is met."""

@@ -30,17 +30,17 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.lease_option import add_lease_option, renewals  # noqa: E402
-from extender.scheduling.node_cache import NodeLoadCache, decode_node  # noqa: E402
-from sandbox.cluster import NodeSpec, Sandbox  # noqa: E402
-from shared.annotations import encode_metric  # noqa: E402
-from shared.kube import direct  # noqa: E402
-from shared.kube.config import KubeEndpoint, load_endpoint  # noqa: E402
-from shared.kube.paths import NODES  # noqa: E402
-from shared.kube.watching import Reflector  # noqa: E402
-from shared.load_model import LoadRules  # noqa: E402
-from shared.nodes import Node  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
+from bench.lease_option import add_lease_option, renewals
+from extender.scheduling.node_cache import NodeLoadCache, decode_node
+from sandbox.cluster import NodeSpec, Sandbox
+from shared.annotations import encode_metric
+from shared.kube import direct
+from shared.kube.config import KubeEndpoint, load_endpoint
+from shared.kube.paths import NODES
+from shared.kube.watching import Reflector
+from shared.load_model import LoadRules
+from shared.nodes import Node
+from shared.policy import default_policy
 
 KINDS = ("httpx", "direct")
 

@@ -353,7 +353,7 @@ DIRECT_PATHS = {f"/{verb}".encode(): verb for verb in ("filter", "prioritize", "
 """The request targets answered by :class:`GuardedHttpProtocol` itself, exactly as sent."""
 
 
-class HeadersTooLarge(Exception):  # noqa: N818 (a signal inside the protocol, never raised out)
+class HeadersTooLarge(Exception):
     """Raised inside httptools' callbacks to stop parsing an oversized request."""
 
 

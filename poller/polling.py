@@ -37,7 +37,7 @@ def read_only_engine(url: str) -> Engine:
     """An engine that cannot write: SQLite opened read-only, PostgreSQL read-only sessions."""
     try:
         parsed = make_url(url)
-    except Exception as e:  # noqa: BLE001 - SQLAlchemy raises several types for bad URLs
+    except Exception as e:
         raise ConfigError("--database-url", "", f"not a database URL: {e}") from e
     if parsed.get_backend_name() == "sqlite":
         path = parsed.database

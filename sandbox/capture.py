@@ -31,7 +31,7 @@ class CapturingProxy:
             def log_message(self, *args: object) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with proxy._lock:
                     proxy.bodies.setdefault(self.path.strip("/"), []).append(body)
@@ -42,7 +42,7 @@ class CapturingProxy:
                     headers={"Content-Type": "application/json"},
                 )
                 try:
-                    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+                    with urllib.request.urlopen(request, timeout=10) as response:
                         status, answer = response.status, response.read()
                 except OSError:
                     status, answer = 502, b'{"Error":"upstream unreachable"}'

@@ -463,7 +463,7 @@ class Sandbox:
     def apiserver_requests(self, verb: str) -> dict[str, int]:
         """``apiserver_request_total`` for ``verb`` per resource since kube-apiserver (re)started."""
         request = urllib.request.Request(f"{self.api_url}/metrics")
-        with urllib.request.urlopen(request, timeout=10, context=self.admin_context()) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10, context=self.admin_context()) as response:
             text = response.read().decode()
         counts: dict[str, int] = {}
         for line in text.splitlines():
@@ -817,14 +817,14 @@ def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as response:
         answer: dict[str, Any] = json.loads(response.read())
     return answer
 
 
 def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
             return bool(response.status == 200)
     except (OSError, ValueError):
         return False

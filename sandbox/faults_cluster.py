@@ -240,7 +240,7 @@ def run_control_plane(
         burst(box, fault, pods, scheduler="faults", namespace=NAMESPACE, cpu="10m")
         time.sleep(1)  # duplicates and bindings under way
         started = time.monotonic()
-        fault_at = datetime.now()  # noqa: DTZ005 - the services log local time
+        fault_at = datetime.now()
         restart()
         up = time.monotonic()
         back = datetime.now(UTC)
@@ -255,7 +255,7 @@ def run_control_plane(
         )
         fresh_at = time.monotonic()
     after_recovery = lists(box)
-    recovered = datetime.now()  # noqa: DTZ005 - the services log local time
+    recovered = datetime.now()
     time.sleep(quiet_window)
     later = lists(box)
     restarted = fault != "etcd"  # kube-apiserver's counters start again from 0

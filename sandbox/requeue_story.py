@@ -206,7 +206,7 @@ class RequeueRig:
         )
 
     def requeue_writes(self) -> float:
-        with urllib.request.urlopen(f"{self.extender}/metrics", timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(f"{self.extender}/metrics", timeout=5) as response:
             text = response.read().decode()
         for line in text.splitlines():
             if line.startswith('loadsched_extender_requeue_writes_total{result="written"}'):

@@ -156,7 +156,7 @@ class SchedulerVerbs:
                 status, payload = await self._bind(body)
         except Disconnected:
             return
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - every failure is an answer (_failed logs it)
             status, payload = self._failed(verb, e)
         status, encoded, timing = self._answered(verb, started, status, payload)
         await _send(send, status, encoded, [(b"server-timing", timing)])
@@ -167,7 +167,7 @@ class SchedulerVerbs:
         value, counted in the metrics as the ASGI app's answers are."""
         try:
             status, payload = self._decide[verb](body)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - every failure is an answer (_failed logs it)
             status, payload = self._failed(verb, e)
         return self._answered(verb, started, status, payload)
 
@@ -188,7 +188,7 @@ class SchedulerVerbs:
                 if isinstance(payload, FilterResult)
                 else ENCODER.encode(payload)
             )
-        except Exception as e:  # an answer that cannot be encoded: the extender's fault
+        except Exception as e:  # noqa: BLE001 - an answer that cannot be encoded: our fault
             status, payload = self._failed(verb, e)
             encoded = ENCODER.encode(payload)
         elapsed = time.perf_counter() - started

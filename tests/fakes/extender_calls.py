@@ -21,7 +21,7 @@ ClientFactory = Callable[..., Awaitable[httpx.AsyncClient]]
 def counted(decide: LoadAwareExtender) -> dict[str, float]:
     """The extender's filter counters, by labels: nodes filtered, unknown values, uncached."""
     out = {}
-    for family in decide._metrics.registry.collect():  # noqa: SLF001 - its own registry
+    for family in decide._metrics.registry.collect():
         for sample in family.samples:
             if sample.name.endswith("_total") and (
                 "nodes" in sample.name or "unknown" in sample.name

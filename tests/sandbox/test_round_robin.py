@@ -20,7 +20,7 @@ from sandbox.round_robin import RoundRobin
 class _Answer(BaseHTTPRequestHandler):
     delay = 0.0
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server protocol
+    def do_GET(self) -> None:
         time.sleep(self.delay)
         body = str(self.server.server_port).encode()  # type: ignore[attr-defined]
         self.send_response(200)

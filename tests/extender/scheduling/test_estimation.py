@@ -590,7 +590,7 @@ def test_filter_answers_made_with_the_pods_estimate_are_computed_again_not_patch
     cache.apply("MODIFIED", decode_node(payloads.encode(nodes["n1"])))
     fresh, _ = names_extender(rules, nodes)
     assert ask(decide) == ask(fresh)
-    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+    registry = decide._metrics.registry
     labels = {"verb": "filter"}
     assert not registry.get_sample_value("loadsched_extender_answers_kept_total", labels)
     ask(decide)  # nothing changed since: kept
@@ -611,7 +611,7 @@ def test_an_estimated_answer_where_no_node_passed_is_computed_again_when_one_doe
         args = ARGS_DECODER.decode(payloads.encode(payloads.names_args(sorted(nodes))))
         assert args.Pod is not None
         answer = json.loads(bytes(decide.filter(args.Pod, args)))  # type: ignore[arg-type]
-        registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+        registry = decide._metrics.registry
         placed = registry.get_sample_value("loadsched_extender_placed_without_room_total")
         return answer, placed or 0.0
 

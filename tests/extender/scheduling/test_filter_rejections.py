@@ -57,7 +57,7 @@ def test_a_kept_answer_lists_its_refusals_once_its_last_passing_node_turns_hot(
     """A kept answer brought up to date node by node lists the refusals when it comes to pass
     no node, and drops them again once one passes."""
     decide = decider(rules, [loaded_node("a", 0.2), loaded_node("b", 0.9)], "when-none-pass")
-    cache = decide._cache  # noqa: SLF001 - the cache the extender reads
+    cache = decide._cache
     assert cache is not None
     window = ["a", "b"]
     assert ask(decide, "filter", window)["FailedAndUnresolvableNodes"] == {}
@@ -68,7 +68,7 @@ def test_a_kept_answer_lists_its_refusals_once_its_last_passing_node_turns_hot(
     cache.apply("MODIFIED", loaded_node("b", 0.3))
     again = ask(decide, "filter", window)
     assert again["NodeNames"] == ["b"] and again["FailedAndUnresolvableNodes"] == {}
-    kept = decide._metrics.registry.get_sample_value(  # noqa: SLF001 - its own registry
+    kept = decide._metrics.registry.get_sample_value(
         "loadsched_extender_answers_kept_total", {"verb": "filter"}
     )
     assert kept == 2  # both brought up to date, not computed again

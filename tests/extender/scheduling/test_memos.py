@@ -36,7 +36,7 @@ def extender(rules: LoadRules, nodes: list[Node]) -> tuple[LoadAwareExtender, No
 
 
 def filtered_total(decide: LoadAwareExtender) -> float:
-    value = decide._metrics.registry.get_sample_value(  # noqa: SLF001 - the extender's own registry
+    value = decide._metrics.registry.get_sample_value(
         "loadsched_extender_nodes_filtered_total",
         {"metric": "cpu_usage_avg_5m", "reason": "overloaded"},
     )
@@ -172,16 +172,16 @@ def test_an_answer_is_kept_while_no_node_asked_about_changes(rules: LoadRules) -
     window, other = [f"n{i}" for i in range(10)], [f"n{i}" for i in range(10, 20)]
     first = raw_filter(decide, window)
     scored = ask(decide, "prioritize", window)
-    kept = decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None))  # noqa: SLF001
+    kept = decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None))
     assert kept is not None
     before = filtered_total(decide)
     for i in range(10, 20):
         cache.apply("MODIFIED", loaded_node(f"n{i}", 0.95))
-        assert decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None)) is kept  # noqa: SLF001
+        assert decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None)) is kept
         assert raw_filter(decide, window) == first
         assert ask(decide, "prioritize", window) == scored
     assert filtered_total(decide) - before == 10 * 3  # n0, n4, n8 rejected, every request
-    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+    registry = decide._metrics.registry
     for verb in ("filter", "prioritize"):
         kept_total = registry.get_sample_value(
             "loadsched_extender_answers_kept_total", {"verb": verb}
@@ -196,7 +196,7 @@ def test_an_answer_is_kept_while_no_node_asked_about_changes(rules: LoadRules) -
 
 
 def test_a_kept_answer_older_than_the_changes_named_is_computed_again(rules: LoadRules) -> None:
-    from extender.scheduling.node_view import CHANGES_KEPT  # noqa: PLC0415
+    from extender.scheduling.node_view import CHANGES_KEPT
 
     decide, cache, _ = extender(rules, [loaded_node("a", 0.3), loaded_node("b", 0.3)])
     assert ask(decide, "filter", ["a"])["NodeNames"] == ["a"]
@@ -206,13 +206,13 @@ def test_a_kept_answer_older_than_the_changes_named_is_computed_again(rules: Loa
     view = decide.view(NOW)
     assert view.changes.since(0) is None
     assert view.filter_changes.since(0) is None
-    assert decide._filtered.get(view, (payloads.encode(["a"]), True, None)) is None  # noqa: SLF001
+    assert decide._filtered.get(view, (payloads.encode(["a"]), True, None)) is None
     cache.apply("MODIFIED", loaded_node("a", 0.95))
     assert ask(decide, "filter", ["a"])["NodeNames"] == []
 
 
 def test_window_memo_drops_the_least_recently_used_window() -> None:
-    from extender.scheduling.node_view import NodeView  # noqa: PLC0415
+    from extender.scheduling.node_view import NodeView
 
     view = NodeView()
     view.verdicts.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyz"))  # type: ignore[arg-type]
@@ -229,7 +229,7 @@ def test_window_memo_drops_the_least_recently_used_window() -> None:
 def test_window_memo_keeps_windows_up_to_a_budget_of_names() -> None:
     """Windows are kept up to a number of names asked about, all told, whatever their sizes:
     many small windows or a few large ones; one dropped or replaced gives its names back."""
-    from extender.scheduling.node_view import NodeView  # noqa: PLC0415
+    from extender.scheduling.node_view import NodeView
 
     view = NodeView()
     view.verdicts.update({f"n{i}": None for i in range(20)})  # type: ignore[misc]
@@ -257,7 +257,7 @@ def test_filter_prepares_the_prioritize_answer_for_the_nodes_it_passes(rules: Lo
     computed afresh from the nodes as they are."""
     nodes = [loaded_node(f"n{i}", 0.9 if i % 3 == 0 else 0.2 + i / 100) for i in range(12)]
     decide, cache, _ = extender(rules, nodes)
-    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+    registry = decide._metrics.registry
 
     def kept() -> float:
         labels = {"verb": "prioritize"}
@@ -287,7 +287,7 @@ def test_filter_prepares_the_prioritize_answer_for_the_nodes_it_passes(rules: Lo
 def test_a_window_most_likely_touched_by_the_changes_is_not_checked() -> None:
     """Checking a kept answer needs a set of the window's names: not made when the changes
     have most likely touched the window (nine in ten or more), however they fell."""
-    from extender.scheduling.node_view import NodeView  # noqa: PLC0415
+    from extender.scheduling.node_view import NodeView
 
     view = NodeView()
     view.verdicts.update({f"n{i}": None for i in range(100)})  # type: ignore[misc]
@@ -313,7 +313,7 @@ def test_a_filter_answer_is_kept_while_its_nodes_keep_their_standing(rules: Load
     decide, cache, _ = extender(rules, list(current.values()))
     window = [f"n{i}" for i in range(10)]
     key = (payloads.encode(window), True, None)
-    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+    registry = decide._metrics.registry
 
     def kept(verb: str) -> float:
         labels = {"verb": verb}
@@ -330,12 +330,12 @@ def test_a_filter_answer_is_kept_while_its_nodes_keep_their_standing(rules: Load
     first = raw_filter(decide, window)
     passed = json.loads(first)["NodeNames"]
     scores = ask(decide, "prioritize", passed)
-    answer = decide._filtered.get(decide.view(NOW), key)  # noqa: SLF001
+    answer = decide._filtered.get(decide.view(NOW), key)
     change(loaded_node("n1", 0.5, hot=3))  # still passes, a lower score
-    assert decide._filtered.get(decide.view(NOW), key) is answer  # noqa: SLF001
+    assert decide._filtered.get(decide.view(NOW), key) is answer
     assert raw_filter(decide, window) == first
     assert kept("filter") == 1
-    prepared = decide._prioritized._windows[payloads.encode(passed)]  # noqa: SLF001
+    prepared = decide._prioritized._windows[payloads.encode(passed)]
     assert prepared.version == decide.view(NOW).changes.version, "prepared after the filter"
     moved = ask(decide, "prioritize", passed)
     assert kept("prioritize") == 2, "prepared again after the kept filter answer"
@@ -369,9 +369,9 @@ def test_a_kept_answer_counts_its_own_rejections_after_others_change(rules: Load
 def test_spread_scores_are_computed_again_when_a_node_asked_about_changes() -> None:
     """With ``normalize: minMax`` every node's score depends on the others asked about: an
     answer kept for them is not patched but computed again."""
-    import yaml  # noqa: PLC0415
+    import yaml
 
-    from shared.policy import DEFAULT_POLICY_YAML, parse_policy  # noqa: PLC0415
+    from shared.policy import DEFAULT_POLICY_YAML, parse_policy
 
     data = yaml.safe_load(DEFAULT_POLICY_YAML)
     data["spec"]["scoring"] = {"normalize": "minMax"}
@@ -415,9 +415,9 @@ def test_a_filter_answer_whose_nodes_change_is_patched_to_the_answer_from_scratc
     kept): rejected, passing again, another message, unknown values, deleted (not cached,
     failClosed) and back; each time the answer, and what the request counts, are those of
     an extender built from scratch on the same nodes."""
-    import yaml  # noqa: PLC0415
+    import yaml
 
-    from shared.policy import DEFAULT_POLICY_YAML, parse_policy  # noqa: PLC0415
+    from shared.policy import DEFAULT_POLICY_YAML, parse_policy
 
     data = yaml.safe_load(DEFAULT_POLICY_YAML)
     data["spec"]["staleData"] = "failClosed"
@@ -432,7 +432,7 @@ def test_a_filter_answer_whose_nodes_change_is_patched_to_the_answer_from_scratc
     current = {f"n{i}": loaded_node(f"n{i}", 0.9 if i % 3 == 0 else 0.3) for i in range(12)}
     decide, cache, _ = extender(rules, list(current.values()))
     window = [f"n{i}" for i in range(0, 12, 2)]
-    registry = decide._metrics.registry  # noqa: SLF001 - the extender's own registry
+    registry = decide._metrics.registry
 
     def kept() -> float:
         labels = {"verb": "filter"}
@@ -474,11 +474,11 @@ def test_filter_answers_for_daemonsets_are_not_patched(rules: LoadRules) -> None
     ask(decide, "filter", window, daemonset=True)
     view = decide.view(NOW)
     key = (payloads.encode(window), False, None)
-    assert decide._filtered.get(view, key) is not None  # noqa: SLF001
+    assert decide._filtered.get(view, key) is not None
     cache.apply("MODIFIED", loaded_node("n3", 0.95))  # outside the window: kept
-    assert decide._filtered.get(decide.view(NOW), key) is not None  # noqa: SLF001
+    assert decide._filtered.get(decide.view(NOW), key) is not None
     cache.apply("MODIFIED", loaded_node("n1", 0.95))
-    assert decide._filtered.get(decide.view(NOW), key) is None  # noqa: SLF001
+    assert decide._filtered.get(decide.view(NOW), key) is None
     assert sorted(ask(decide, "filter", window, daemonset=True)["NodeNames"]) == window
 
 
@@ -524,7 +524,7 @@ def test_refusals_gathered_after_the_answer_is_written_are_those_judged_name_by_
         queued.pop(0)()
     expected = sum(first[1].values()) + sum(second[1].values())
     assert filtered_total(decide) == expected
-    kept = decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None))  # noqa: SLF001
+    kept = decide._filtered.get(decide.view(NOW), (payloads.encode(window), True, None))
     assert kept is not None
     assert (kept.tally.rejected, dict(kept.tally.reasons)) == second
 
@@ -532,9 +532,9 @@ def test_refusals_gathered_after_the_answer_is_written_are_those_judged_name_by_
 def test_window_memo_frees_the_windows_it_drops_when_told() -> None:
     """The served extender frees the windows a new answer pushes out once that answer is
     written: until the release runs, what was dropped is held, and no longer kept."""
-    import weakref  # noqa: PLC0415
+    import weakref
 
-    from extender.scheduling.node_view import NodeView  # noqa: PLC0415
+    from extender.scheduling.node_view import NodeView
 
     class Answer:
         pass

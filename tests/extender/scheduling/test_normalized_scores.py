@@ -148,7 +148,7 @@ def test_normalized_table(given: list[int | None], expected: dict[int, int]) -> 
 
 
 def test_explain_shows_the_spread_prioritize_answers() -> None:
-    from extender.scheduling.explain import Explainer  # noqa: PLC0415
+    from extender.scheduling.explain import Explainer
 
     the_rules = rules("minMax")
     decide = extender(the_rules, NODES)
