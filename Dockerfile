@@ -26,7 +26,7 @@ WORKDIR /src
 COPY pyproject.toml ./
 RUN python -m venv /opt/loadsched \
  && /opt/loadsched/bin/pip install --quiet --upgrade pip \
- && python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['postgres']))" > requirements.txt \
+ && python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['postgres'] + p['optional-dependencies']['dispatch']))" > requirements.txt \
  && /opt/loadsched/bin/pip install --quiet --no-compile --requirement requirements.txt \
  && find /opt/loadsched -name '*.so*' -type f -exec sh -c \
       'for f; do if readelf -S "$f" | grep -q "\.debug_info"; then strip --strip-debug "$f"; fi; done' sh {} +

@@ -16,7 +16,7 @@ demo: setup
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs,dispatch]'
 	@touch $(STAMP)
 
 ## test: lint, the docs site, unit tests, then the end-to-end tests on a real control plane (sets up everything)

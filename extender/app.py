@@ -19,8 +19,9 @@ from starlette.types import Receive, Scope, Send
 
 from extender import health, openapi
 from extender.capacity import NodeCapacity
+from extender.dispatch import building
 from extender.dispatch.authorizing import Authorizer, Identity, load_static_tokens
-from extender.dispatch.building import TEMPLATE_LABEL
+from extender.dispatch.building import DISPATCH_EXTRA, TEMPLATE_LABEL
 from extender.dispatch.caches import (
     CRONJOB_DECODER,
     JOB_DECODER,
@@ -148,6 +149,8 @@ def dispatch_config(
     if "dispatch" not in rooms or settings.job_templates is None:
         return None
     needs_cluster("job_templates", node_cache)
+    if not building.cron_available():
+        raise ConfigError(flag_and_variable("job_templates"), "", f"needs {DISPATCH_EXTRA}")
     templates = load_templates(settings.job_templates)
     static_tokens = None
     if settings.dispatch_auth == "static":

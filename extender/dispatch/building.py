@@ -9,11 +9,10 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import zoneinfo
 from collections.abc import Mapping
 from typing import Any
-
-from croniter import croniter
 
 from extender.dispatch.pod_security import literal_env_value
 from extender.dispatch.templates import ENV_NAME, JobTemplate
@@ -21,6 +20,21 @@ from shared.annotation_keys import KEY_ANNOTATION as KEY_ANNOTATION
 from shared.annotation_keys import KEY_HASH_LABEL as KEY_HASH_LABEL
 from shared.annotation_keys import TEMPLATE_LABEL as TEMPLATE_LABEL
 from shared.errors import LoadschedError
+
+DISPATCH_EXTRA = "the dispatch extra: pip install 'loadsched[dispatch]'"
+"""What the job-dispatch API needs installed besides the base: croniter, which checks cron
+schedules (the extender refuses to serve dispatch without it, :mod:`extender.app`)."""
+
+
+def cron_available() -> bool:
+    return importlib.util.find_spec("croniter") is not None
+
+
+def _valid_cron(text: str) -> bool:
+    from croniter import croniter
+
+    return bool(croniter.is_valid(text))
+
 
 MAX_KEY_LENGTH = 253
 MAX_DATA_KEYS = 128
@@ -155,7 +169,9 @@ def check_schedule(schedule: str, time_zone: str | None) -> None:
             raise InvalidDispatch(
                 "schedule", f"unknown macro {text!r}; one of {sorted(CRON_MACROS)}"
             )
-    elif len(text.split()) != 5 or not croniter.is_valid(text):
+    elif not cron_available():
+        raise InvalidDispatch("schedule", f"cron schedules need {DISPATCH_EXTRA}")
+    elif len(text.split()) != 5 or not _valid_cron(text):
         raise InvalidDispatch(
             "schedule", f"not a five-field cron schedule (minute hour day month weekday): {text!r}"
         )

@@ -8,9 +8,12 @@ import httpx
 import pytest
 import yaml
 
-from extender.app import create_app
+from extender.app import create_app, dispatch_config
+from extender.scheduling.node_cache import NodeLoadCache
 from extender.settings import load_settings
 from shared.errors import ConfigError
+from shared.load_model import LoadRules
+from shared.policy import default_policy
 from tests.fakes.extender_calls import ClientFactory
 from tests.fakes.jobs_api import TEMPLATES, JobsAPI
 from tests.payloads import encode, names_args
@@ -113,3 +116,23 @@ def test_serve_names_the_setting_it_cannot_use(serve: str, error: str) -> None:
 
 def test_serve_is_normalised() -> None:
     assert load_settings(serve=" dispatch , scheduling").serve == "scheduling,dispatch"
+
+
+def test_dispatch_without_its_extra_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """croniter comes with the dispatch extra; without it the extender refuses to serve the
+    dispatch room at start-up, saying what to install, and a cron schedule is refused."""
+    from extender.dispatch import building
+
+    monkeypatch.setattr(building, "cron_available", lambda: False)
+    with pytest.raises(ConfigError) as raised:
+        dispatch_config(
+            load_settings(serve="dispatch", job_templates=str(tmp_path / "templates.yaml")),
+            frozenset({"dispatch"}),
+            NodeLoadCache(LoadRules.from_policy(default_policy())),
+        )
+    assert "pip install 'loadsched[dispatch]'" in str(raised.value)
+    assert "--job-templates" in str(raised.value)
+    with pytest.raises(building.InvalidDispatch, match="loadsched\\[dispatch\\]"):
+        building.check_schedule("*/5 * * * *", None)
