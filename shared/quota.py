@@ -175,14 +175,14 @@ class QuotaState:
                     excess[name] = over
         return excess
 
-    def admit(
+    def decide(
         self,
         namespace: str,
         request: Mapping[str, Fraction],
         *,
         lower_priority_used: Mapping[str, Fraction] | None = None,
     ) -> Admission:
-        return admit(
+        return decide(
             namespace,
             request,
             self.quotas,
@@ -192,7 +192,7 @@ class QuotaState:
         )
 
 
-def admit(
+def decide(
     namespace: str,
     request: Mapping[str, Fraction],
     quotas: Mapping[str, ElasticQuota],

@@ -332,10 +332,10 @@ class QuotaLedger:
         if namespace not in self.quotas:
             return Admission(True, rule="no-quota")
         state = self.state(without=pod.metadata.uid, priority=pod.priority)
-        decision = state.admit(namespace, request)
+        decision = state.decide(namespace, request)
         if decision.admitted:
             return decision
-        return state.admit(
+        return state.decide(
             namespace,
             request,
             lower_priority_used=self.lower_priority_used(namespace, pod.priority),

@@ -204,7 +204,7 @@ def encode_within(entries: Entries, max_bytes: int) -> bytes | None:
     return data if len(data) <= max_bytes else None
 
 
-class Admission:
+class AdmissionRecords:
     """Reads and writes the admission records (one per template), keeping the last copy."""
 
     def __init__(
@@ -227,7 +227,7 @@ class Admission:
         self._locks: dict[str, asyncio.Lock] = {}
         self._since: int | None = None
 
-    async def admit(
+    async def reserve(
         self,
         template: JobTemplate,
         name: str,

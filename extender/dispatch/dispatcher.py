@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from extender.dispatch.admission import Admission, needs_record, starting_pods
+from extender.dispatch.admission import AdmissionRecords, needs_record, starting_pods
 from extender.dispatch.authorizing import Authorizer
 from extender.dispatch.building import (
     KEY_ANNOTATION,
@@ -140,9 +140,9 @@ class Dispatcher:
         return reason if reason is not None else self.no_node_fits(template)
 
     @cached_property
-    def admission(self) -> Admission:
+    def admission(self) -> AdmissionRecords:
         """The admission records of templates with limits or a key retention."""
-        return Admission(client=self._client, clock=self._clock, retry=self.kube_retry)
+        return AdmissionRecords(client=self._client, clock=self._clock, retry=self.kube_retry)
 
     def no_node_fits(self, template: JobTemplate) -> str | None:
         """Why no node could take a pod of ``template`` now (its requests, ``nodeSelector``
@@ -168,7 +168,7 @@ class Dispatcher:
             return Dispatched(existing, created=False, state=existing.state)
         admitted = False
         if needs_record(template):
-            ticket = await self.admission.admit(
+            ticket = await self.admission.reserve(
                 template,
                 name,
                 starting_pods(body["spec"]),

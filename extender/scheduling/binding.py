@@ -6,8 +6,8 @@ of the binding from its pod watch only after the API server has written it. In a
 are decided before the previous ones' bindings reach the watch, and estimation cannot count
 them. As the binder, the extender knows each placement before the next pod is asked about:
 the pod (remembered from filter and prioritize, which carry it) is counted on its node at once
-(:meth:`PlacementIndex.assume`), then bound with a ``Binding``; a failed binding is taken back
-and its error returned to kube-scheduler, which retries the pod.
+(:meth:`PlacementIndex.record_binding`), then bound with a ``Binding``; a failed binding is
+taken back and its error returned to kube-scheduler, which retries the pod.
 
 A burst's pods are bound at once, so each binding is written as bytes over kept-alive
 connections of the binder's own (:class:`shared.kube.kept_alive.DirectWrite`), at most
@@ -105,7 +105,7 @@ class Binder:
         pod = self._asked.pop(args.PodUID, None)
         placements = self._placements
         if placements is not None and pod is not None:
-            placements.assume(pod, args.Node)
+            placements.record_binding(pod, args.Node)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",

@@ -110,7 +110,7 @@ class PlacementIndex:
             self._frozen.pop(node, None)
             self._on_change(node)
 
-    def assume(self, pod: Pod, node: str) -> None:
+    def record_binding(self, pod: Pod, node: str) -> None:
         """Count ``pod`` on ``node`` now, as kube-scheduler binds it (the bind verb), before
         the pod watch shows the binding."""
         uid = pod.metadata.uid

@@ -3,7 +3,7 @@ from typing import Any
 
 import pytest
 
-from shared.quota import ElasticQuota, QuotaState, Totals, admit, reclaiming
+from shared.quota import ElasticQuota, QuotaState, Totals, decide, reclaiming
 
 GI = 2**30
 
@@ -42,21 +42,21 @@ QUOTAS = {
 def test_admission_table(
     namespace: str, request_cpu: float, used: dict[str, Any], admitted: bool, may_preempt: bool
 ) -> None:
-    decision = admit(namespace, cpu(request_cpu), QUOTAS, used)
+    decision = decide(namespace, cpu(request_cpu), QUOTAS, used)
     assert decision.admitted is admitted, decision.message
     assert decision.preemption_may_help is may_preempt
 
 
 def test_messages_name_namespace_resource_and_numbers() -> None:
-    over_max = admit("a", cpu(4), QUOTAS, {"a": cpu(8)})
+    over_max = decide("a", cpu(4), QUOTAS, {"a": cpu(8)})
     assert over_max.message == "elastic quota of namespace a: cpu used + request 12 > max 10"
-    over_pool = admit("b", cpu(2), QUOTAS, {"a": cpu(8), "b": cpu(12)})
+    over_pool = decide("b", cpu(2), QUOTAS, {"a": cpu(8), "b": cpu(12)})
     assert "namespace b: cpu would be borrowed" in over_pool.message
     assert "in use 22 > sum of min 18" in over_pool.message
 
 
 def test_a_lender_refused_by_the_sum_of_min_is_told_it_reclaims() -> None:
-    decision = admit("b", cpu(5), QUOTAS, {"a": cpu(10), "b": cpu(5)})
+    decision = decide("b", cpu(5), QUOTAS, {"a": cpu(10), "b": cpu(5)})
     assert decision.message == (
         "elastic quota of namespace b: cpu of its min is lent to namespaces over theirs "
         "(in use 20 > sum of min 18); reclaiming"
@@ -64,9 +64,9 @@ def test_a_lender_refused_by_the_sum_of_min_is_told_it_reclaims() -> None:
 
 
 def test_lower_priority_pods_of_the_namespace_make_preemption_legal() -> None:
-    decision = admit("a", cpu(4), QUOTAS, {"a": cpu(8)}, lower_priority_used=cpu(2))
+    decision = decide("a", cpu(4), QUOTAS, {"a": cpu(8)}, lower_priority_used=cpu(2))
     assert not decision.admitted and decision.preemption_may_help
-    too_little = admit("a", cpu(4), QUOTAS, {"a": cpu(8)}, lower_priority_used=cpu(1))
+    too_little = decide("a", cpu(4), QUOTAS, {"a": cpu(8)}, lower_priority_used=cpu(1))
     assert not too_little.preemption_may_help
 
 
@@ -78,14 +78,14 @@ def test_missing_min_and_max_and_other_resources() -> None:
         "free": ElasticQuota("free"),
     }
     # cpu is in neither min nor max: this quota does not govern it
-    assert admit("gpu", cpu(1), quotas, {}).admitted
+    assert decide("gpu", cpu(1), quotas, {}).admitted
     # named in max only: min is 0, so all of it is borrowed from the others' min
     maxed = {"m": ElasticQuota("m", max=cpu(4)), "lender": ElasticQuota("lender", min=cpu(2))}
-    assert admit("m", cpu(2), maxed, {}).admitted
-    assert not admit("m", cpu(3), maxed, {}).admitted
-    assert admit("gpu", {"nvidia.com/gpu": Fraction(2)}, quotas, {}).admitted
-    assert not admit("gpu", {"nvidia.com/gpu": Fraction(5)}, quotas, {}).admitted
-    assert admit("gpu", {"memory": Fraction(0)}, quotas, {}).admitted
+    assert decide("m", cpu(2), maxed, {}).admitted
+    assert not decide("m", cpu(3), maxed, {}).admitted
+    assert decide("gpu", {"nvidia.com/gpu": Fraction(2)}, quotas, {}).admitted
+    assert not decide("gpu", {"nvidia.com/gpu": Fraction(5)}, quotas, {}).admitted
+    assert decide("gpu", {"memory": Fraction(0)}, quotas, {}).admitted
 
 
 def test_reclaiming_means_within_min() -> None:

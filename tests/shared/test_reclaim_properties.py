@@ -164,7 +164,7 @@ class Cluster:
 
     def place(self, arrival: Arrival, nodes: Iterable[str] = ()) -> bool:
         """The extender's admission (the code under test), then the first node it fits on."""
-        if not self.state().admit(arrival.namespace, arrival.request).admitted:
+        if not self.state().decide(arrival.namespace, arrival.request).admitted:
             return False
         for node in nodes or sorted(self.nodes):
             if self.fits(node, arrival.request):

@@ -12,7 +12,7 @@ import pytest
 
 from extender.dispatch.admission import (
     DATA_KEY,
-    Admission,
+    AdmissionRecords,
     Admitted,
     Entries,
     Finished,
@@ -154,7 +154,7 @@ def test_the_record_stays_under_its_size_by_forgetting_the_oldest_finished_keys(
 
 class Replica:
     """One dispatcher replica's view: its own watches (empty: nothing seen yet) and its own
-    Admission, against the API server's ConfigMaps shared by all."""
+    AdmissionRecords, against the API server's ConfigMaps shared by all."""
 
     def __init__(
         self,
@@ -170,10 +170,10 @@ class Replica:
             transport=httpx.MockTransport(handler or configmaps.handler),
             base_url="https://api.test",
         )
-        self.admission = Admission(client=client, clock=lambda: clock[0], retry=retry)
+        self.admission = AdmissionRecords(client=client, clock=lambda: clock[0], retry=retry)
 
     async def admit(self, t: JobTemplate, key: str, pods: int = 1) -> Ticket:
-        return await self.admission.admit(
+        return await self.admission.reserve(
             t,
             f"work-{key}",
             pods,

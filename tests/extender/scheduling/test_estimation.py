@@ -125,7 +125,7 @@ def test_only_a_pod_seen_leaving_is_kept_as_gone() -> None:
         ("uid-going", NOW - timedelta(seconds=30))
     ]
     unbound = decoded(payloads.pod("never"))
-    pods.assume(unbound, "n2")
+    pods.record_binding(unbound, "n2")
     assert len(pods.of("n2")) == 1
     pods.apply("DELETED", unbound)
     assert pods.of("n2") == ()
