@@ -70,21 +70,21 @@ lint: $(STAMP)
 
 ## bench: benchmarks under bench/
 bench: setup
-	$(BIN)/python bench/extender.py
-	$(BIN)/python bench/scheduling.py
-	$(BIN)/python bench/quota.py
-	$(BIN)/python bench/dispatch.py
+	$(BIN)/python -m bench.extender
+	$(BIN)/python -m bench.scheduling
+	$(BIN)/python -m bench.quota
+	$(BIN)/python -m bench.dispatch
 
 ## bench-quality: five strategies through three seeded workload traces, judged by medians (about 85 minutes)
 bench-quality: setup
-	$(BIN)/python bench/quality.py --rounds 3
+	$(BIN)/python -m bench.quality --rounds 3
 
 ## bench-reliability: faults, Prometheus faults, generated bad input, memory
 bench-reliability: setup
-	$(BIN)/python bench/faults.py
-	$(BIN)/python bench/prometheus_faults.py
-	$(BIN)/python bench/schema_fuzz.py
-	$(BIN)/python bench/memory.py
+	$(BIN)/python -m bench.faults
+	$(BIN)/python -m bench.prometheus_faults
+	$(BIN)/python -m bench.schema_fuzz
+	$(BIN)/python -m bench.memory
 
 ## image: the container image with podman (the Debian base it needs built once; see docs/install.md)
 image:

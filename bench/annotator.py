@@ -30,7 +30,7 @@ rules cover every node, Prometheus evaluates them every minute instead of the sa
 that its work during the rounds is no larger than a production Prometheus's (which runs
 elsewhere). The Go program is built with the machine's Go into the cache, keyed by its source.
 
-    .venv/bin/python bench/annotator.py [--nodes 5000] [--rounds 5] [--baseline-sample 200]
+    .venv/bin/python -m bench.annotator [--nodes 5000] [--rounds 5] [--baseline-sample 200]
 """
 
 from __future__ import annotations
@@ -51,9 +51,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import uvloop
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NODE_DECODER, Node, NodeStore

@@ -11,7 +11,7 @@ the same one at a time, take turns between the two paths, each on fresh unschedu
 measured: this process's CPU per binding over each burst (the API server's is apart), each
 binding's time, and each burst's wall time.
 
-    .venv/bin/python bench/bind.py [--pods 60] [--rounds 4]
+    .venv/bin/python -m bench.bind [--pods 60] [--rounds 4]
 """
 
 from __future__ import annotations
@@ -22,11 +22,8 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from extender.scheduling.binding import BINDS_AT_ONCE, Binder
 from extender.scheduling.wire import BindingArgs

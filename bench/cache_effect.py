@@ -9,7 +9,7 @@ the served extender does it right after writing the filter answer. A cold pod fi
 ``--evict-mb`` of other memory, as kube-scheduler, the API server and the extender's own
 other work do between two of its requests on a busy machine; warm and cold pods take turns.
 
-    .venv/bin/python bench/cache_effect.py [--window 2500] [--pods 400] [--evict-mb 64]
+    .venv/bin/python -m bench.cache_effect [--window 2500] [--pods 400] [--evict-mb 64]
 """
 
 from __future__ import annotations
@@ -21,9 +21,6 @@ import statistics
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender_cpu import NODES, scheduler_window
 from extender.scheduling.metrics import ExtenderMetrics

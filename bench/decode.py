@@ -14,21 +14,17 @@ in alternating blocks; it prints the best block of each and now/before.
   addresses (what its node store does with each).
 - jobs: 10,000 dispatched Jobs.
 
-    .venv/bin/python bench/decode.py [--quick]
+    .venv/bin/python -m bench.decode [--quick]
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import msgspec
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from annotator import objects as annotator_objects
 from annotator.matching import NodeAddresses

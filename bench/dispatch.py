@@ -9,14 +9,13 @@ loadsched's answer from its watch caches, as a ratio.
 Targets on this machine, met together at one load (new keys from 2 clients at once;
 duplicates from 8): p99 ≤ 50 ms and ≥ 50 new Jobs/s.
 
-    .venv/bin/python bench/dispatch.py [--quick]
+    .venv/bin/python -m bench.dispatch [--quick]
 """
 
 from __future__ import annotations
 
 import os
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,9 +23,6 @@ from pathlib import Path
 
 import httpx
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from kubernetes import client as k8s
 
 from bench.extender import percentile, quick_option

@@ -21,8 +21,8 @@ etcd holding N nodes whose kubelet is kwok, renewing their Leases every quarter 
 ``--lease-seconds`` (Lease renewals load the API server as in a cluster): the writer patches
 the nodes through the API server and the extender sees them through its watch.
 
-    .venv/bin/python bench/extender.py [--quick] [--churn 28,140] [--churn-only] [--extender-arg=FLAG ...]
-    .venv/bin/python bench/extender.py --kwok-nodes 5000 [--lease-seconds 40] [--quick] [--churn 28,140]
+    .venv/bin/python -m bench.extender [--quick] [--churn 28,140] [--churn-only] [--extender-arg=FLAG ...]
+    .venv/bin/python -m bench.extender --kwok-nodes 5000 [--lease-seconds 40] [--quick] [--churn 28,140]
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fake_apiserver import FakeNodeAPI
 from bench.lease_option import add_lease_option, renewals

@@ -14,7 +14,7 @@ blocks, which take turns (4 blocks each, after a warm-up), so the machine's othe
 both alike. ``bench/scheduling.py`` measures the same on the real control plane, where
 kube-scheduler and the API server share the 2 cores.
 
-    .venv/bin/python bench/extender_cpu.py [--window 500] [--pairs 2000]
+    .venv/bin/python -m bench.extender_cpu [--window 500] [--pairs 2000]
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender import (
     PRODUCTION_RATE,

@@ -17,7 +17,7 @@ the work was whole again.
 Lost: pods not bound, Jobs other than one, 5xx answers but 503, pods over the quota's max.
 Prometheus faults are in bench/prometheus_faults.py.
 
-    .venv/bin/python bench/faults.py [--only apiserver,etcd,compaction,extender,annotator,quota]
+    .venv/bin/python -m bench.faults [--only apiserver,etcd,compaction,extender,annotator,quota]
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sandbox.cluster import Sandbox
 from sandbox.faults import FaultRow, quota_two_replicas

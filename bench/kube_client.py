@@ -15,7 +15,7 @@ The clients take turns, ``--rounds`` rounds each, every round patching every nod
 value; it prints each round's patches/s, the median per client, and each median's ratio to
 ``send``'s.
 
-    .venv/bin/python bench/kube_client.py [--nodes 1500] [--rounds 5] [--concurrency 8]
+    .venv/bin/python -m bench.kube_client [--nodes 1500] [--rounds 5] [--concurrency 8]
 """
 
 from __future__ import annotations
@@ -26,14 +26,11 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 import msgspec
 import uvloop
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.lease_option import add_lease_option, renewals
 from sandbox.cluster import NodeSpec, Sandbox

@@ -12,7 +12,7 @@ process listing and watching a (fake) API server over HTTP.
    and while 1,000 idle keep-alive connections and 10 clients sending a body one byte a
    second hang on, in alternating blocks of one run; the ratio of the two.
 
-    .venv/bin/python bench/memory.py [--quick]   # --quick: 1,000 nodes and 10,000 pods
+    .venv/bin/python -m bench.memory [--quick]   # --quick: 1,000 nodes and 10,000 pods
 
 ``--tracemalloc`` also runs the sized extender under ``-X tracemalloc`` and prints its 25
 largest allocation sites once ready.

@@ -11,7 +11,7 @@ Two metrics on a 1 s period, 8 nodes, the annotator's query timeout 1 s, the slo
 answering after 2.5 s (the same setup as ``tests/e2e/test_prometheus_faults.py``). Exits 1
 when a row fails.
 
-    .venv/bin/python bench/prometheus_faults.py [--repeat N]
+    .venv/bin/python -m bench.prometheus_faults [--repeat N]
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack

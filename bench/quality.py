@@ -19,8 +19,8 @@ of node CPU, spread (time-averaged standard deviation across nodes), created →
 p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.png, and every
 sample in out/quality.json.
 
-    .venv/bin/python bench/quality.py [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
-    .venv/bin/python bench/quality.py --from out/quality.json [--from other/quality.json ...]
+    .venv/bin/python -m bench.quality [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
+    .venv/bin/python -m bench.quality --from out/quality.json [--from other/quality.json ...]
         [--seed 7] [--quick]
 
 Each round's table is followed by what the extender's filter did for want of room, per strategy
@@ -39,8 +39,6 @@ import json
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.quality_report import (
     FIGURES,

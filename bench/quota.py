@@ -6,21 +6,18 @@ with a quota, so each one is admitted, assumed and recorded on its ElasticQuota 
 patch to the API server, which the other replicas see), the common path; a second row times
 pods refused by their max (no write). Targets: ``bench/targets.yaml`` ``quota``.
 
-    .venv/bin/python bench/quota.py [--quick]
+    .venv/bin/python -m bench.quota [--quick]
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender import percentile, quick_option, server_ms, start_extender
 from bench.fake_apiserver import FakeNodeAPI

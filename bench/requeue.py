@@ -11,7 +11,7 @@ Target: p99 ≤ 5 s for every cause in names-only mode, over at least 20 runs ea
 kube-scheduler's own flush of unschedulable pods, the only retry without a requeue for the
 causes it sees no event for, comes after 300 s.
 
-    .venv/bin/python bench/requeue.py [--runs 20] [--full-runs 10] [--lag 0] [--causes a,b]
+    .venv/bin/python -m bench.requeue [--runs 20] [--full-runs 10] [--lag 0] [--causes a,b]
 
 ``--lag S`` puts the extender's API connection behind a relay that delays what it receives
 by S seconds (its watches then always trail kube-scheduler's, as in tests/e2e/test_requeue.py).
@@ -20,11 +20,7 @@ by S seconds (its watches then always trail kube-scheduler's, as in tests/e2e/te
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import Figure, measured, record
 from bench.targets import target

@@ -87,7 +87,7 @@ def record(bench: str, figures: list[Figure], *, quick: bool = False) -> Path:
         commit += "+changes"
     result = {
         "bench": bench,
-        "command": " ".join(["bench/" + Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "command": " ".join(["python -m bench." + Path(sys.argv[0]).stem, *sys.argv[1:]]),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": commit or "unknown",
         "machine": machine(),

@@ -14,8 +14,8 @@ step's time is the middle of the call that set it.
 With the chart's rules it reads crane's hourly maximum too (``cpu_usage_max_avg_1h``, over the
 5-minute averages, evaluated every 5 minutes): on a step up it follows the average, later.
 
-    .venv/bin/python bench/sample_delay.py                 # the quality bench's rules (1m, 5 s)
-    .venv/bin/python bench/sample_delay.py --rules chart   # the chart's, at their own intervals
+    .venv/bin/python -m bench.sample_delay                 # the quality bench's rules (1m, 5 s)
+    .venv/bin/python -m bench.sample_delay --rules chart   # the chart's, at their own intervals
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.quality_strategies import RULES as QUALITY_RULES
 from sandbox.cluster import NodeSpec, Sandbox

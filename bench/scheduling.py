@@ -29,7 +29,7 @@ kwok is every node's kubelet: it renews each node's Lease (``--lease-seconds``, 
 as kubelet's, every quarter of it) and runs the bound pods, so heartbeats and pod status
 updates load the API server as in a cluster.
 
-    .venv/bin/python bench/scheduling.py [--nodes 1000] [--pods 2000] [--rounds 2] [--warmup 300]
+    .venv/bin/python -m bench.scheduling [--nodes 1000] [--pods 2000] [--rounds 2] [--warmup 300]
         [--lease-seconds 40]
         [--percentages 0,50] [--churn NODES_PER_S] [--extender-arg=FLAG ...]
         [--variant-arg=FLAG ...]
@@ -51,9 +51,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender import add_extender_args
 from bench.lease_option import add_lease_option, renewals

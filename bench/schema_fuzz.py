@@ -8,7 +8,7 @@ with more examples). Exits 1 on any failure.
 The dispatch API runs in-process against a fake API server (token and access reviews, Job
 and CronJob creates), as in the unit tier.
 
-    .venv/bin/python bench/schema_fuzz.py [--requests 5000]
+    .venv/bin/python -m bench.schema_fuzz [--requests 5000]
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.extender.test_schema_fuzz import FuzzReport, fuzz, serving
 

@@ -9,7 +9,7 @@ through the API server and the watch's CPU is counted until it has applied every
 this process's main thread (the event loop: reading, TLS, decoding, the store), not the
 writers'. Each kind's figure is its median over rounds; the ratio is direct / httpx.
 
-    .venv/bin/python bench/watch.py [--nodes 1000] [--events 3000] [--rounds 4]
+    .venv/bin/python -m bench.watch [--nodes 1000] [--events 3000] [--rounds 4]
 """
 
 from __future__ import annotations
@@ -23,12 +23,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path
 
 import httpx
 import uvloop
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.lease_option import add_lease_option, renewals
 from extender.scheduling.node_cache import NodeLoadCache, decode_node
