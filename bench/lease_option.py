@@ -1,4 +1,4 @@
-"""``--lease-seconds`` for the benches that run a sandbox: kwok renews every node's Lease each
+"""``--lease-seconds`` for the benches that start a sandbox of thousands of nodes: kwok renews every node's Lease each
 quarter of it, so at thousands of nodes the renewals are a large part of the API server's
 load, as in a cluster. kubelet's default (40 s) at 5,000 nodes is 500 renewals a second, more
 than 2 cores serve beside the rest: lengthen it there and say so with the figures."""

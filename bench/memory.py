@@ -39,18 +39,16 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 
+from bench.extender import free_port, percentile, server_ms
+from bench.fake_apiserver import FakeNodeAPI
+from bench.results import measured, record
+from bench.targets import target
+from shared.kube.paths import CRONJOBS, ELASTIC_QUOTAS, JOBS, NODES, PODS
+from shared.load_model import LoadRules
+from shared.policy import default_policy
+from tests import payloads
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.extender import free_port, percentile, server_ms  # noqa: E402
-from bench.fake_apiserver import FakeNodeAPI  # noqa: E402
-from bench.results import measured, record  # noqa: E402
-from bench.targets import target  # noqa: E402
-from shared.kube.paths import CRONJOBS, ELASTIC_QUOTAS, JOBS, NODES, PODS  # noqa: E402
-from shared.load_model import LoadRules  # noqa: E402
-from shared.policy import default_policy  # noqa: E402
-from tests import payloads  # noqa: E402
-
 RSS = target("memory", "rss")
 NAMESPACES = 1000
 IDLE = 1000

@@ -47,10 +47,14 @@ def measured(
         value=value,
         unit=target.unit,
         target=target.key,
-        bound=f"{target.sign} {target.bound:g} {target.unit}",
+        bound=f"{target.sign} {_bound(target.bound)} {target.unit}",
         verdict=target.judge(value),
         interval=interval,
     )
+
+
+def _bound(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1e6 else f"{value:g}"
 
 
 def _git(*args: str) -> str:

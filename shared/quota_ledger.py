@@ -155,6 +155,8 @@ class QuotaLedger:
         whose spec did not change (a reservation written on it) is not read again."""
         self._reserved: dict[tuple[str, str], tuple[str | None, dict[str, Reservation]]] = {}
         """Each object's reservations annotation as last read, and its reservations."""
+        self._reserved_from: dict[str, tuple[str, str]] = {}
+        """The object each namespace's :attr:`reservations` were read from."""
         self.pod_store = _PodStore(self)
         self.quota_store = _QuotaStore(self)
 
@@ -392,10 +394,13 @@ class QuotaLedger:
         self.quotas = quotas
         self.invalid = invalid
         if self.shared_admission:
-            self.reservations = {}
+            # a namespace's reservations are on its first object by name, which
+            # reservation_patch writes to (valid or not)
+            self.reservations, self._reserved_from = {}, {}
             for key in sorted(self.objects):
                 if key[0] in quotas and key[0] not in self.reservations:
                     self.reservations[key[0]] = self._reservations(key)
+                    self._reserved_from[key[0]] = key
         if not same:
             self.pool_min = add(*(q.min for q in quotas.values()))
             self.pool_used = dict(Totals.of(quotas, self.used).used)
@@ -422,7 +427,7 @@ class QuotaLedger:
             # only reservations changed (an admission written): no quota is read again
             if self.shared_admission:
                 for key in changed:
-                    if self._read[key][1] is self.quotas.get(key[0]):
+                    if self._reserved_from.get(key[0]) == key:
                         self.reservations[key[0]] = self._reservations(key)
             return
         self._rebuild_quotas()

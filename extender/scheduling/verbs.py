@@ -65,9 +65,9 @@ logger = logging.getLogger(__name__)
 
 
 FULL_NODE_WARNING = (
-    "kube-scheduler sent a full-node request (nodeCacheCapable: false): since Kubernetes v1.33 "
-    "it scores the nodes an extender returns in this mode as if nothing ran on them, so its "
-    "NodeResourcesFit and NodeResourcesBalancedAllocation no longer spread pods by requests "
+    "kube-scheduler sent a full-node request (nodeCacheCapable: false): kube-scheduler v1.33 "
+    "and later score the nodes an extender returns in this mode as if nothing ran on them, so "
+    "their NodeResourcesFit and NodeResourcesBalancedAllocation no longer spread pods by requests "
     "(kubernetes/kubernetes#141781); configure the extender with nodeCacheCapable: true"
 )
 """Logged once, at the first full-node filter request."""
@@ -166,6 +166,9 @@ class LoadAwareExtender:
         """Reject every node for a pod its namespace's elastic quota refuses; else reject
         overloaded nodes (and, failClosed, unknown ones); count what was unknown."""
         self.binder.remember(pod)
+        if not args.names_only and not self._full_node_warned:
+            self._full_node_warned = True
+            logger.warning(FULL_NODE_WARNING)
         quota = self._quota
         request = None
         if quota is not None and quota.governs(pod):
@@ -184,9 +187,6 @@ class LoadAwareExtender:
                 args.NodeNames, now, check=check, need=need
             )
         else:
-            if not self._full_node_warned:
-                self._full_node_warned = True
-                logger.warning(FULL_NODE_WARNING)
             tally = self._tally(check=check, need=need)
             rows = self._full_nodes(args, now)
             items = [raw for name, verdict, raw in rows if tally.judge(name, verdict)]

@@ -30,6 +30,10 @@ def test_a_recorded_result_is_shown_with_its_verdicts(
         quick=True,
     )
     record("scheduling", [measured(retired, 0.7, interval=(0.6, 0.8))])
+    # kept as judged then: a target retired since shows as retired, not as MISSED
+    kept_retired = json.loads((tmp_path / "scheduling.json").read_text())
+    kept_retired["figures"][0]["verdict"] = "MISSED"
+    (tmp_path / "scheduling.json").write_text(json.dumps(kept_retired))
     kept = json.loads((tmp_path / "extender.json").read_text())
     assert kept["figures"][0]["verdict"] == "MISSED"
     assert kept["machine"]["cpus"]
@@ -41,6 +45,7 @@ def test_a_recorded_result_is_shown_with_its_verdicts(
     assert "| request decode, naive / msgspec | 7.25 ratio |  |  |" in page
     assert "0.7 ratio (median in 0.6–0.8) | ≥ 0.9 ratio | retired (not judged) |" in page
     assert "(a quick run: fewer rounds)" in page
+    assert "| ≤ 1,073,741,824 bytes |" in page  # the memory target, never rounded
     waiting = page.split("## Targets without a kept result", 1)[1]
     assert "`extender.churn-p99`" not in waiting
     assert "`quota.admitted-p99`" in waiting

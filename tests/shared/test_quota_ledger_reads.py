@@ -9,11 +9,14 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from shared.pods import POD_DECODER
 from shared.quota import ElasticQuota
 from shared.quota_ledger import QUOTA_DECODER, QuotaLedger
 from shared.quota_objects import ADMITTED_ANNOTATION, QuotaObject, Reservation, encode_reservations
-from tests.quota_objects import elastic_quota
+from tests.quota_objects import elastic_quota, quota_pod
 
 
 def quota_object(
@@ -72,25 +75,66 @@ def test_a_spec_change_reads_that_quota_again(reads: list[str]) -> None:
     assert ledger.quotas["team-3"].max == {"cpu": Fraction(3)}
 
 
-@pytest.mark.parametrize("shared", [True, False])
-def test_changes_one_by_one_end_as_reading_everything_again(shared: bool) -> None:
-    changes = [
-        quota_object("a", reserved=reserved("p1", "1"), rv=2),
-        quota_object("b", cpu_max="5", rv=2),
-        quota_object("a", reserved=reserved("p2", "1/4"), rv=3),
-        quota_object("c", rv=1),
-        quota_object("b", cpu_max="5", reserved="not json", rv=3),
-    ]
+KEYS = [("a", "q1"), ("a", "q2"), ("b", "q1")]
+"""Two objects in one namespace (the first by name carries its reservations, valid or not)."""
+SPECS = [
+    {"min": {"cpu": "1"}, "max": {"cpu": "2"}},
+    {"min": {"cpu": "1"}, "max": {"cpu": "5"}},
+    {"min": {"cpu": "lots"}},  # invalid: ignored, and reported
+]
+NOTES = [None, reserved("p1", "1"), reserved("p2", "1/4"), "not json"]
+PODS = [
+    POD_DECODER.decode(json.dumps(quota_pod(f"pod-{ns}", ns, "1", node="n1", uid=f"uid-{ns}")))
+    for ns in ("a", "b")
+]
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("set"),
+            st.sampled_from(KEYS),
+            st.integers(0, len(SPECS) - 1),
+            st.integers(0, len(NOTES) - 1),
+        ),
+        st.tuples(st.just("delete"), st.sampled_from(KEYS), st.just(0), st.just(0)),
+    ),
+    max_size=12,
+)
+
+
+def an_object(key: tuple[str, str], spec: int, note: int, rv: int) -> QuotaObject:
+    meta: dict[str, Any] = {"namespace": key[0], "name": key[1], "resourceVersion": str(rv)}
+    if NOTES[note] is not None:
+        meta["annotations"] = {ADMITTED_ANNOTATION: NOTES[note]}
+    return QUOTA_DECODER.decode(json.dumps({"metadata": meta, "spec": SPECS[spec]}))
+
+
+@settings(max_examples=500, deadline=None)
+@given(operations, st.booleans())
+@example(  # an invalid first object carries the reservations of the valid second one's quota
+    [("set", ("a", "q1"), 2, 0), ("set", ("a", "q2"), 0, 0), ("set", ("a", "q1"), 2, 1)], True
+)
+def test_changes_one_by_one_end_as_reading_everything_again(
+    steps: list[tuple[str, tuple[str, str], int, int]], shared: bool
+) -> None:
+    """Whatever objects come and go (two per namespace, invalid ones, reservations written
+    on either, deletions), with pods counted throughout, the ledger updated event by event
+    holds what one that reads every object at once holds."""
     step = QuotaLedger(shared_admission=shared)
-    step.set_quota_objects([quota_object("a"), quota_object("b")], replace=True)
-    for change in changes:
-        step.set_quota_objects([change], replace=False)
+    step.pod_store.replace(PODS)
+    for rv, (op, key, spec, note) in enumerate(steps, start=2):
+        if op == "set":
+            step.set_quota_objects([an_object(key, spec, note, rv)], replace=False)
+        elif key in step.objects:
+            step.delete_quota_object(step.objects[key])
 
     whole = QuotaLedger(shared_admission=shared)
     whole.set_quota_objects(list(step.objects.values()), replace=True)
+    whole.pod_store.replace(PODS)
 
     assert step.quotas == whole.quotas
+    assert step.invalid == whole.invalid
     assert step.pool_min == whole.pool_min
     assert step.pool_used == whole.pool_used
+    assert step.used == whole.used
     assert step.reservations == whole.reservations
-    assert step.invalid == whole.invalid

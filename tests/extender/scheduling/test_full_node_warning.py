@@ -45,4 +45,3 @@ def test_the_first_full_node_request_warns_once(caplog: pytest.LogCaptureFixture
         assert args.Pod is not None
         verbs.filter(args.Pod, args)
     assert caplog.messages.count(FULL_NODE_WARNING) == 1
-    assert "nodeCacheCapable: true" in FULL_NODE_WARNING
