@@ -6,7 +6,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 import yaml
@@ -23,7 +22,7 @@ from shared.pods import POD_DECODER
 from shared.quantity import parse_resources
 from shared.quota_ledger import QuotaLedger
 from tests.fakes.clock import NOW
-from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.extender_calls import ClientFactory, wait_ready
 from tests.fakes.jobs_api import JobsAPI
 from tests.fakes.kube import FakeCollection
 from tests.payloads import encode, load_annotations, node, pod
@@ -67,11 +66,7 @@ async def serve(
     path = tmp_path / "templates.yaml"
     path.write_text(yaml.safe_dump({"templates": templates}))
     client = await make_client(fake=api, job_templates=path, dispatch_auth="none")
-    for _ in range(200):
-        if (await client.get("/readyz")).status_code == 200:
-            return client
-        await anyio.sleep(0.01)
-    raise AssertionError("not ready")
+    return await wait_ready(client)
 
 
 async def dispatch(client: httpx.AsyncClient, name: str) -> httpx.Response:

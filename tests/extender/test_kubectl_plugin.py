@@ -21,7 +21,7 @@ from kubectl_loadsched.cli import main, probe_pod
 from kubectl_loadsched.proxy import ExtenderClient, Service
 from kubectl_loadsched.tables import explain_table, nodes_table, quotas_table
 from shared.kube.config import KubeEndpoint
-from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.extender_calls import ClientFactory, wait_ready
 from tests.fakes.jobs_api import JobsAPI
 from tests.fakes.kubeconfig import kubeconfig
 from tests.fakes.quota_cluster import story_cluster
@@ -81,11 +81,7 @@ class ServiceProxy:
 
 async def extender(make_client: ClientFactory) -> httpx.AsyncClient:
     client = await make_client(fake=QuotaCluster(), elastic_quota=True, dispatch_auth="tokenreview")
-    for _ in range(200):
-        if (await client.get("/readyz")).status_code == 200:
-            return client
-        await anyio.sleep(0.01)
-    raise AssertionError((await client.get("/readyz")).text)
+    return await wait_ready(client)
 
 
 async def plugin(proxy: ServiceProxy, config: Path, *args: str) -> tuple[int, str]:

@@ -4,13 +4,13 @@ policy, the bodies, the fake cluster, and asking the extender's verbs over HTTP.
 from datetime import datetime, timedelta
 from typing import Any
 
-import anyio
 import httpx
 
 from shared.annotations import encode_metric
 from shared.policy import DynamicSchedulerPolicy, parse_policy
 from tests import payloads
 from tests.fakes.clock import NOW
+from tests.fakes.extender_calls import wait_ready
 from tests.fakes.kube import FakeCluster, FakeCollection
 
 SAMPLED = NOW - timedelta(minutes=1)
@@ -71,11 +71,7 @@ async def post(client: httpx.AsyncClient, verb: str, body: dict[str, Any]) -> An
 
 
 async def ready(client: httpx.AsyncClient) -> None:
-    for _ in range(200):
-        if (await client.get("/readyz/scheduling")).status_code == 200:
-            return
-        await anyio.sleep(0.01)
-    raise AssertionError("never ready")
+    await wait_ready(client, "/readyz/scheduling")
 
 
 BURST = [bound_pod(f"p{i}", "n1", NOW - timedelta(seconds=20)) for i in range(4)]

@@ -35,10 +35,17 @@ def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
     return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
 
 
-async def wait_ready(client: httpx.AsyncClient) -> None:
-    with anyio.fail_after(15):
-        while (await client.get("/readyz")).status_code != 200:
-            await anyio.sleep(0.01)
+async def wait_ready(
+    client: httpx.AsyncClient, path: str = "/readyz", seconds: float = 15
+) -> httpx.AsyncClient:
+    """Wait until the extender behind ``client`` answers ``path`` with 200; the client. An
+    AssertionError with its last answer after ``seconds``."""
+    deadline = anyio.current_time() + seconds
+    while (response := await client.get(path)).status_code != 200:
+        if anyio.current_time() > deadline:
+            raise AssertionError(f"not ready after {seconds:g} s: {response.text}")
+        await anyio.sleep(0.01)
+    return client
 
 
 def loaded_node(name: str, usage: float, *, hot: int | None = None, at: datetime = NOW) -> Node:

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import yaml
 from fastapi import FastAPI
@@ -15,7 +14,7 @@ from extender.app import create_app
 from extender.settings import ExtenderSettings
 from shared.kube.config import KubeEndpoint
 from tests.fakes.clock import NOW
-from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.extender_calls import ClientFactory, wait_ready
 from tests.fakes.kube import FakeCluster, FakeCollection, FakeConfigMaps
 from tests.payloads import node
 
@@ -111,11 +110,7 @@ async def ready(
     path.write_text(yaml.safe_dump(TEMPLATES))
     settings.setdefault("dispatch_auth", "none")
     client = await make_client(fake=api, job_templates=path, **settings)
-    for _ in range(200):
-        if (await client.get("/readyz")).status_code == 200:
-            return client
-        await anyio.sleep(0.01)
-    raise AssertionError("not ready")
+    return await wait_ready(client)
 
 
 async def serve_dispatch(
@@ -134,10 +129,5 @@ async def serve_dispatch(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
-            for _ in range(200):
-                if (await client.get("/readyz")).status_code == 200:
-                    break
-                await anyio.sleep(0.01)
-            else:
-                raise AssertionError("not ready")
+            await wait_ready(client)
             yield app, client

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 import yaml
@@ -15,7 +14,7 @@ import yaml
 from extender.dispatch.admission import DATA_KEY
 from extender.dispatch.building import key_hash
 from tests.fakes.clock import NOW
-from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.extender_calls import ClientFactory, wait_ready
 from tests.fakes.jobs_api import JobsAPI
 
 pytestmark = pytest.mark.anyio
@@ -34,11 +33,7 @@ async def ready(make_client: ClientFactory, api: JobsAPI, tmp_path: Path) -> htt
     path = tmp_path / "templates.yaml"
     path.write_text(yaml.safe_dump(TEMPLATES))
     client = await make_client(fake=api, job_templates=path, dispatch_auth="none")
-    for _ in range(200):
-        if (await client.get("/readyz")).status_code == 200:
-            return client
-        await anyio.sleep(0.01)
-    raise AssertionError("not ready")
+    return await wait_ready(client)
 
 
 def record(api: JobsAPI, template: str) -> dict[str, dict[str, list[object]]]:

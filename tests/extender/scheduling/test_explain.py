@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
@@ -22,6 +21,7 @@ from shared.kube.config import KubeEndpoint
 from shared.load_model import LoadRules
 from shared.policy import default_policy
 from tests.fakes.clock import NOW
+from tests.fakes.extender_calls import wait_ready
 from tests.fakes.kube import FakeCluster, FakeCollection
 
 pytestmark = pytest.mark.anyio
@@ -84,10 +84,7 @@ async def serving() -> AsyncIterator[httpx.AsyncClient]:
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://extender") as client:
-            for _ in range(200):
-                if (await client.get("/readyz")).status_code == 200:
-                    break
-                await anyio.sleep(0.01)
+            await wait_ready(client)
             yield client
 
 

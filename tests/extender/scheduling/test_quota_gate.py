@@ -1,6 +1,5 @@
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
@@ -8,7 +7,7 @@ from extender.app import create_app
 from extender.scheduling import quota_gate
 from extender.settings import ExtenderSettings
 from shared.errors import ConfigError
-from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.extender_calls import ClientFactory, wait_ready
 from tests.fakes.kube import FakeCluster, FakeCollection
 from tests.fakes.quota_cluster import SEVEN_CPU, story_cluster, story_node, story_pods
 from tests.payloads import encode, full_args, names_args
@@ -21,11 +20,7 @@ async def ready_client(make_client: ClientFactory, **settings: object) -> httpx.
     client = await make_client(
         fake=settings.pop("cluster", None) or story_cluster(), elastic_quota=True, **settings
     )
-    for _ in range(200):
-        if (await client.get("/readyz")).status_code == 200:
-            return client
-        await anyio.sleep(0.01)
-    raise AssertionError((await client.get("/readyz")).text)
+    return await wait_ready(client)
 
 
 async def test_readiness_waits_for_pods_and_quotas(make_client: ClientFactory) -> None:

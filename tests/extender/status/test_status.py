@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
@@ -17,7 +16,7 @@ from shared.annotations import Sample, encode_hot_value, encode_metric
 from shared.load_model import LoadRules, MetricTerm
 from shared.policy import default_policy
 from tests.fakes.clock import NOW
-from tests.fakes.extender_calls import ClientFactory
+from tests.fakes.extender_calls import ClientFactory, wait_ready
 from tests.fakes.jobs_api import JobsAPI, ready
 from tests.fakes.kube import FakeCollection
 from tests.fakes.quota_cluster import story_cluster, story_node
@@ -54,11 +53,7 @@ async def ready_status(make_client: ClientFactory, **settings: object) -> httpx.
     client = await make_client(
         fake=loaded_cluster(), elastic_quota=True, dispatch_auth="none", **settings
     )
-    for _ in range(200):
-        if (await client.get("/readyz")).status_code == 200:
-            return client
-        await anyio.sleep(0.01)
-    raise AssertionError((await client.get("/readyz")).text)
+    return await wait_ready(client)
 
 
 async def test_nodes_worst_first_with_each_metric(make_client: ClientFactory) -> None:
