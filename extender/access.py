@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import httpx
-from fastapi import HTTPException
+from fastapi import HTTPException, Request
 
 from shared.errors import APIError, ConfigError, LoadschedError
 from shared.kube import creating
@@ -268,6 +268,13 @@ class Authorizer:
         )
         result: dict[str, Any] = json.loads(content)
         return result
+
+
+def app_authorizer(request: Request) -> Authorizer:
+    """The dependency that hands a route the app's :class:`Authorizer` of its own views
+    (``app.state.api_authorizer``: the status report and ``/openapi.json``)."""
+    found: Authorizer = request.app.state.api_authorizer
+    return found
 
 
 def upstream(error: LoadschedError) -> HTTPException:

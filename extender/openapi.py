@@ -25,6 +25,7 @@ from extender.access import (
     AUTHENTICATING,
     Authorizer,
     Caller,
+    app_authorizer,
     authenticating,
     http_error,
     presented_authorization,
@@ -43,14 +44,9 @@ BEARER_SCHEME = {
 }
 
 
-def authorizer(request: Request) -> Authorizer:
-    found: Authorizer = request.app.state.api_authorizer
-    return found
-
-
 @authenticating
 async def authenticated(
-    request: Request, access: Annotated[Authorizer, Depends(authorizer)]
+    request: Request, access: Annotated[Authorizer, Depends(app_authorizer)]
 ) -> Caller:
     """401 (``WWW-Authenticate: Bearer``) without an accepted token, 502/503 when the API
     server cannot review it."""

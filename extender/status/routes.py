@@ -30,6 +30,7 @@ from extender.access import (
     Action,
     Authorizer,
     Caller,
+    app_authorizer,
     authenticating,
     http_error,
     presented_authorization,
@@ -50,14 +51,9 @@ def sources(request: Request) -> StatusSources:
 SourcesDep = Annotated[StatusSources, Depends(sources)]
 
 
-def authorizer(request: Request) -> Authorizer:
-    found: Authorizer = request.app.state.api_authorizer
-    return found
-
-
 @authenticating
 async def may_see_status(
-    request: Request, access: Annotated[Authorizer, Depends(authorizer)]
+    request: Request, access: Annotated[Authorizer, Depends(app_authorizer)]
 ) -> Caller:
     """401 without an accepted token, 403 unless the caller may list nodes, 502/503 when the
     API server cannot review."""
