@@ -58,6 +58,18 @@ def authenticating(dependency: D) -> D:
     return dependency
 
 
+def authenticates(dependant: Any) -> bool:
+    """Whether a FastAPI route's ``dependant`` (its dependency tree) holds one of
+    :data:`AUTHENTICATING`, at any depth."""
+    pending = list(dependant.dependencies)
+    while pending:
+        dependency = pending.pop()
+        if dependency.call in AUTHENTICATING:
+            return True
+        pending += dependency.dependencies
+    return False
+
+
 class Unauthenticated(LoadschedError):
     """No token, or one the cluster does not accept."""
 

@@ -22,10 +22,10 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 
 from extender.access import (
-    AUTHENTICATING,
     Authorizer,
     Caller,
     app_authorizer,
+    authenticates,
     authenticating,
     http_error,
     presented_authorization,
@@ -83,17 +83,7 @@ def authenticated_operations(app: FastAPI) -> Iterator[tuple[str, str]]:
     """(method, path) of every route that depends on an authenticating dependency."""
     for context in iter_route_contexts(app.routes):
         dependant = getattr(context, "dependant", None)
-        if dependant is None or not _authenticates(dependant):
+        if dependant is None or not authenticates(dependant):
             continue
         for method in context.methods or ():
             yield method, str(context.path_format)
-
-
-def _authenticates(dependant: Any) -> bool:
-    pending = list(dependant.dependencies)
-    while pending:
-        dependency = pending.pop()
-        if dependency.call in AUTHENTICATING:
-            return True
-        pending += dependency.dependencies
-    return False

@@ -37,7 +37,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from annotator.health import health_app
 from annotator.metrics import AnnotatorMetrics
-from extender.access import AUTHENTICATING
+from extender.access import authenticates
 from extender.app import ExtenderApp
 from extender.dispatch.routes.deps import authenticated
 from extender.scheduling.routes import PATHS as VERB_PATHS
@@ -81,15 +81,7 @@ def _walk(routes: list[BaseRoute], prefix: str) -> Iterator[tuple[str, frozenset
 
 
 def depends_on_authentication(route: BaseRoute | None) -> bool:
-    if not isinstance(route, APIRoute):
-        return False
-    pending = list(route.dependant.dependencies)
-    while pending:
-        dependency = pending.pop()
-        if dependency.call in AUTHENTICATING:
-            return True
-        pending += dependency.dependencies
-    return False
+    return isinstance(route, APIRoute) and authenticates(route.dependant)
 
 
 async def unguarded(app: FastAPI, client: httpx.AsyncClient, public: frozenset[str]) -> list[str]:
