@@ -47,13 +47,14 @@ def measured(
         value=value,
         unit=target.unit,
         target=target.key,
-        bound=f"{target.sign} {_bound(target.bound)} {target.unit}",
+        bound=f"{target.sign} {bound_text(target.bound)} {target.unit}",
         verdict=target.judge(value),
         interval=interval,
     )
 
 
-def _bound(value: float) -> str:
+def bound_text(value: float) -> str:
+    """A target's bound as written: whole above a million (bytes), else as short as exact."""
     return f"{value:,.0f}" if abs(value) >= 1e6 else f"{value:g}"
 
 

@@ -18,7 +18,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.results import RESULTS  # noqa: E402
+from bench.results import RESULTS, bound_text  # noqa: E402
 from bench.targets import Target, load  # noqa: E402
 
 PAGE = ROOT / "docs" / "results.md"
@@ -33,10 +33,6 @@ def _number(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
 
 
-def _bound(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1e6 else f"{value:g}"
-
-
 def _row(figure: dict[str, Any], targets: dict[str, Target]) -> str:
     """A figure's row, judged by the targets as they are now (a target retired or changed
     since the run judges the figure as it stands today)."""
@@ -47,7 +43,7 @@ def _row(figure: dict[str, Any], targets: dict[str, Target]) -> str:
     bound = verdict = ""
     goal = targets.get(figure.get("target") or "")
     if goal is not None:
-        bound = f"{goal.sign} {_bound(goal.bound)} {goal.unit}"
+        bound = f"{goal.sign} {bound_text(goal.bound)} {goal.unit}"
         verdict = goal.judge(figure["value"])
     shown = {"met": "met", "MISSED": "**MISSED**", "retired": "retired (not judged)"}
     return f"| {figure['name']} | {value} | {bound} | {shown.get(verdict, verdict)} |"
@@ -96,7 +92,7 @@ def render(results: list[dict[str, Any]]) -> str:
         ]
         for goal in waiting:
             state = " (retired)" if goal.retired else ""
-            bound = f"{goal.sign} {_bound(goal.bound)} {goal.unit}"
+            bound = f"{goal.sign} {bound_text(goal.bound)} {goal.unit}"
             lines.append(f"| `{goal.key}`{state} | {bound} | {goal.what} |")
         lines.append("")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import zoneinfo
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from extender.dispatch.pod_security import literal_env_value
@@ -26,6 +27,7 @@ DISPATCH_EXTRA = "the dispatch extra: pip install 'loadsched[dispatch]'"
 schedules (the extender refuses to serve dispatch without it, :mod:`extender.app`)."""
 
 
+@cache
 def cron_available() -> bool:
     return importlib.util.find_spec("croniter") is not None
 
