@@ -30,13 +30,20 @@ rules cover every node, Prometheus evaluates them every minute instead of the sa
 that its work during the rounds is no larger than a production Prometheus's (which runs
 elsewhere). The Go program is built with the machine's Go into the cache, keyed by its source.
 
+``--clients direct,httpx`` takes turns each round between the annotator's client (PATCH written
+to connections of its own) and the same client with httpx's own transport for every request,
+and prints the second's round / floor beside the first's (not judged): what the direct path
+buys, measured against the same floors.
+
     .venv/bin/python -m bench.annotator [--nodes 5000] [--rounds 5] [--baseline-sample 200]
+        [--clients direct,httpx]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -50,6 +57,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import uvloop
 
 from annotator.metrics import AnnotatorMetrics
@@ -67,7 +75,8 @@ from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port
 from sandbox.processes import wait_for
 from sandbox.prometheus import Prometheus
 from shared.annotations import encode_hot_value, encode_metric
-from shared.kube.config import load_endpoint
+from shared.kube import direct
+from shared.kube.config import KubeEndpoint, load_endpoint
 from shared.kube.watching import Reflector
 from shared.policy import default_policy
 
@@ -83,6 +92,22 @@ RULES_EVERY = "1m"
 """How often Prometheus evaluates the recording rules during the rounds."""
 FLOOR_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 """The floor's timestamps count from here, so its patches never equal the annotator's."""
+
+
+CLIENTS = ("direct", "httpx")
+
+
+def annotator_client(endpoint: KubeEndpoint, kind: str) -> httpx.AsyncClient:
+    """The annotator's client (``direct``), or the same with httpx's own transport for every
+    request (``httpx``); pools sized as annotator.main sizes its own: the writers plus room
+    for the watches."""
+    connections = CONCURRENCY + 6
+    if kind == "direct":
+        return kube_client(endpoint, max_connections=connections)
+    verify = direct.ssl_context(endpoint) if endpoint.host.startswith("https") else False
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits)
+    return kube_client(endpoint, max_connections=connections, transport=transport)
 
 
 class CountingPrometheus(PrometheusClient):
@@ -244,29 +269,41 @@ async def measure(
     sample: int,
     port: int,
     floor: Path,
+    clients: list[str],
 ) -> int:
     policy = default_policy()
     jobs = MetricSync.all_from(policy)
     endpoint = load_endpoint(str(box.kubeconfig))
-    # as annotator.main sizes its pool: the writers plus room for the watches
-    async with kube_client(endpoint, max_connections=CONCURRENCY + 6) as kube:
+    async with contextlib.AsyncExitStack() as stack:
+        kubes = {
+            kind: await stack.enter_async_context(annotator_client(endpoint, kind))
+            for kind in clients
+        }
         store = NodeStore()
         await Reflector[Node](
-            client=kube, path="/api/v1/nodes", decode=NODE_DECODER.decode, store=store, name="nodes"
+            client=kubes[clients[0]],
+            path="/api/v1/nodes",
+            decode=NODE_DECODER.decode,
+            store=store,
+            name="nodes",
         ).list_once()
         prometheus = CountingPrometheus(prometheus_url, timeout=60)
-        patcher = CountingPatcher(kube)
-        sync = AnnotationSync(
-            policy=policy,
-            prometheus=prometheus,
-            nodes=store,
-            patcher=patcher,
-            windows=BindingWindows(policy.spec.hot_value),
-            metrics=AnnotatorMetrics(),
-            clock=lambda: datetime.now(UTC),
-            may_write=lambda: True,
-            concurrency=CONCURRENCY,
-        )
+        patchers = {kind: CountingPatcher(kube) for kind, kube in kubes.items()}
+        syncs = {
+            kind: AnnotationSync(
+                policy=policy,
+                prometheus=prometheus,
+                nodes=store,
+                patcher=patcher,
+                windows=BindingWindows(policy.spec.hot_value),
+                metrics=AnnotatorMetrics(),
+                clock=lambda: datetime.now(UTC),
+                may_write=lambda: True,
+                concurrency=CONCURRENCY,
+            )
+            for kind, patcher in patchers.items()
+        }
+        patcher = patchers[clients[0]]
         print(
             f"annotator round, {len(specs)} nodes, {len(jobs)} metrics (crane's default policy), "
             f"{CONCURRENCY} patches in flight"
@@ -278,13 +315,15 @@ async def measure(
         floors_sent = 0
         bodies = box.workdir / "floor-bodies.txt"
 
-        async def ours(label: str) -> tuple[float, RoundReport]:
+        async def ours(label: str, kind: str = clients[0]) -> tuple[float, RoundReport]:
+            nonlocal patcher
+            patcher = patchers[kind]
             prometheus.queries = patcher.writes = 0
             patcher.first_write = None
             cpu = time.process_time()
             children = box.supervisor.cpu_seconds()
             started = time.perf_counter()
-            report = await sync.sync(jobs, with_hot=True)
+            report = await syncs[kind].sync(jobs, with_hot=True)
             wall = time.perf_counter() - started
             per_patch = (time.process_time() - cpu) / max(patcher.writes, 1) * 1000
             server, prom, others = server_cpu(children, box.supervisor.cpu_seconds())
@@ -321,24 +360,39 @@ async def measure(
                 sent[protocol] = wall
             return sent
 
-        _, last = await ours("loadsched, warm-up")
-        walls: list[float] = []
+        for kind in clients:
+            _, last = await ours(f"loadsched, {kind}, warm-up", kind)
+        walls_by: dict[str, list[float]] = {kind: [] for kind in clients}
         floors_by: dict[str, list[float]] = {protocol: [] for protocol in PROTOCOLS}
         ours_queries = ours_writes = 0
         for i in range(rounds):
             label = f"round {i + 1}"
+            # the clients and the floors take turns going first
+            order = clients[i % len(clients) :] + clients[: i % len(clients)]
+            sent = {}
+            for kind in order:
+                if i % 2 == 1 and kind == order[0]:
+                    sent = await floors(label, last)
+                wall, last = await ours(f"loadsched, {kind}, {label}", kind)
+                walls_by[kind].append(wall)
+                if kind == clients[0]:
+                    ours_queries, ours_writes = prometheus.queries, patcher.writes
             if i % 2 == 0:
-                wall, last = await ours(f"loadsched, {label}")
                 sent = await floors(label, last)
-            else:
-                sent = await floors(label, last)
-                wall, last = await ours(f"loadsched, {label}")
-            ours_queries, ours_writes = prometheus.queries, patcher.writes
-            walls.append(wall)
             for protocol, floor_wall in sent.items():
                 floors_by[protocol].append(floor_wall)
+        walls = walls_by[clients[0]]
         protocol, ratios_by = floor_ratios(walls, floors_by)
         ratios = ratios_by[protocol]
+        for kind in clients[1:]:
+            each = floor_ratios(walls_by[kind], floors_by)[1][protocol]
+            print(
+                f"round / floor ({protocol}) with the {kind} client (not judged): "
+                f"{', '.join(f'{r:.2f}x' for r in each)} (median {statistics.median(each):.2f}x, "
+                f"interval {'-'.join(f'{v:.2f}' for v in median_interval(each)[:2])}x); "
+                f"{kind} / {clients[0]} per round: "
+                + ", ".join(f"{a / b:.2f}" for a, b in zip(walls_by[kind], walls, strict=True))
+            )
         worst = max(walls)
         subset = random.Random(5).sample(specs, min(sample, len(specs)))
         prometheus.queries = patcher.writes = 0
@@ -412,10 +466,20 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--baseline-sample", type=int, default=200)
+    parser.add_argument(
+        "--clients",
+        default="direct",
+        help="comma-separated clients whose rounds take turns: direct (the annotator's: PATCH "
+        "written to its own connections) and httpx (every request through httpx's transport); "
+        "the first is judged",
+    )
     add_lease_option(parser)
     options = parser.parse_args()
     if options.nodes < 1 or options.rounds < 1 or options.baseline_sample < 1:
         parser.error("--nodes, --rounds and --baseline-sample must be at least 1")
+    clients = options.clients.split(",")
+    if not clients or any(c not in CLIENTS for c in clients) or len(set(clients)) < len(clients):
+        parser.error(f"--clients: a comma-separated list of {', '.join(CLIENTS)}, each once")
     floor = ensure_patchfloor()
     specs = nodes(options.nodes)
     with Sandbox(lease_seconds=options.lease_seconds) as box:
@@ -467,7 +531,14 @@ def main() -> int:
         # the event loop the annotator runs on (annotator.cli: uvloop)
         return uvloop.run(
             measure(
-                box, prometheus.url, specs, options.rounds, options.baseline_sample, port, floor
+                box,
+                prometheus.url,
+                specs,
+                options.rounds,
+                options.baseline_sample,
+                port,
+                floor,
+                clients,
             )
         )
 
