@@ -1,11 +1,11 @@
 """``GET /openapi.json``: the HTTP API's OpenAPI schema, for ``curl`` users and client
-generators, behind the same authentication as the ``/v1`` API (:mod:`extender.access`,
+generators, behind the same authentication as the ``/v1`` API (:mod:`extender.common.access`,
 ``--dispatch-auth``): 401 without an accepted token. Any authenticated caller may read it; it
 describes the API, not the cluster. No interactive page is served (FastAPI's ``/docs`` and
 ``/redoc`` load their scripts from a CDN).
 
 :func:`api_schema` is FastAPI's schema with a ``bearer`` security scheme on every operation
-whose route authenticates (depends on an :func:`extender.access.authenticating` dependency),
+whose route authenticates (depends on an :func:`extender.common.access.authenticating` dependency),
 so generated clients send the token. ``docs/reference/openapi.json`` is the same document
 (``make reference``). kube-scheduler's verbs (``/filter``, ...) are served ahead of FastAPI
 and are not in it.
@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 
-from extender.access import (
+from extender.common.access import (
     Authorizer,
     Caller,
     app_authorizer,

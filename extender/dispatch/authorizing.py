@@ -1,7 +1,7 @@
-"""The dispatch API's authentication and authorization: :mod:`extender.access`, shared with
+"""The dispatch API's authentication and authorization: :mod:`extender.common.access`, shared with
 the scheduling room's explain endpoint (the rooms import neither each other)."""
 
-from extender.access import (
+from extender.common.access import (
     Action,
     AuthMode,
     Authorizer,

@@ -1,7 +1,7 @@
 """``GET /v1/explain/{namespace}/{pod}`` and ``POST /v1/explain``: what filter and prioritize
 would answer for a pod now, node by node (:mod:`extender.scheduling.explain`).
 
-Access is the dispatch API's (:mod:`extender.access`): authentication is a dependency of the
+Access is the dispatch API's (:mod:`extender.common.access`): authentication is a dependency of the
 router, so every route answers 401 without an accepted token, and each route checks that the
 caller may ``get pods`` in the pod's namespace (403 otherwise), unless ``--dispatch-auth none``
 was set explicitly. The bearer token is read from ``Authorization``, or from
@@ -20,7 +20,7 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Query, Request
 from fastapi import Path as InPath
 from fastapi.exceptions import RequestValidationError
 
-from extender.access import (
+from extender.common.access import (
     Action,
     Authorizer,
     Caller,
@@ -28,7 +28,7 @@ from extender.access import (
     http_error,
     presented_authorization,
 )
-from extender.routing import JSONRoute
+from extender.common.routing import JSONRoute
 from extender.scheduling.explain import Explainer, Explanation
 from extender.scheduling.quota_gate import InvalidPod
 from shared.errors import APINotFoundError, LoadschedError

@@ -9,7 +9,7 @@ such as the API server's service proxy.
 
 ``/v1/status`` answers 401 without an accepted token and 403 unless the caller may ``list
 nodes`` in the whole cluster (a SubjectAccessReview), with the same authentication as the
-dispatch API (:mod:`extender.access`, ``--dispatch-auth``). As for explain, the token is read
+dispatch API (:mod:`extender.common.access`, ``--dispatch-auth``). As for explain, the token is read
 from ``X-Loadsched-Authorization`` when the request came through the API server's service
 proxy (``kubectl loadsched quotas``), else from ``Authorization``.
 """
@@ -26,7 +26,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
-from extender.access import (
+from extender.common.access import (
     Action,
     Authorizer,
     Caller,

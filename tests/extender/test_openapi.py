@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from extender.access import AUTHENTICATING, Authorizer
 from extender.app import create_app
+from extender.common.access import AUTHENTICATING, Authorizer
 from extender.openapi import BEARER, api_schema, authenticated
 from extender.settings import ExtenderSettings
 

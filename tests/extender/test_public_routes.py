@@ -4,7 +4,7 @@ The walk covers every route the apps have, whatever their kind (FastAPI routes, 
 Starlette routes such as FastAPI's docs pages, mounts) and the scheduler verbs served ahead of
 routing, so a route added later is checked without this file changing. A route passes when
 its path is in :data:`PUBLIC`, or when it depends on an authentication dependency
-(:data:`extender.access.AUTHENTICATING`: dispatch's, explain's) *and* answers 401 without a
+(:data:`extender.common.access.AUTHENTICATING`: dispatch's, explain's) *and* answers 401 without a
 token.
 
 Public, and why:
@@ -37,8 +37,8 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
 from annotator.health import health_app
 from annotator.metrics import AnnotatorMetrics
-from extender.access import authenticates
 from extender.app import ExtenderApp
+from extender.common.access import authenticates
 from extender.dispatch.routes.deps import authenticated
 from extender.scheduling.routes import PATHS as VERB_PATHS
 from tests.fakes.jobs_api import JobsAPI, serve_dispatch

@@ -17,11 +17,11 @@ from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
 from fastapi import Depends, HTTPException, Request
 
-from extender.access import Action, Caller, Forbidden, Unauthenticated, authenticating
-from extender.access import upstream as upstream
+from extender.common.access import Action, Caller, Forbidden, Unauthenticated, authenticating
+from extender.common.access import upstream as upstream
+from extender.common.routing import JSONRoute
 from extender.dispatch.dispatcher import Dispatcher
 from extender.dispatch.templates import JobTemplate
-from extender.routing import JSONRoute
 from shared.errors import LoadschedError
 
 
@@ -49,7 +49,7 @@ def get_dispatcher(request: Request) -> Dispatcher:
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 
 DispatchRoute = JSONRoute
-"""The dispatch routers' route class (:class:`extender.routing.JSONRoute`)."""
+"""The dispatch routers' route class (:class:`extender.common.routing.JSONRoute`)."""
 
 
 @authenticating
