@@ -15,7 +15,7 @@ loadsched's estimation, per-node limits and Trimaran's strategies beside them.
 - Estimation (``spec.estimation``): ``u`` is the measured value plus the share of the node the
   sample misses of the pods bound to it (:mod:`shared.estimation`), in filter and score. The
   filter then counts the pod being placed too (as Koordinator's does): a passing node keeps,
-  per resource, the room its tightest predicate leaves (:class:`Room`), and a pod whose
+  per resource, the room its tightest predicate leaves (:class:`Headroom`), and a pod whose
   estimate is more than that room is refused there (:func:`refusal_for`). The score leaves
   the pod out: it would add the same to every node of a size.
 - Freshness: :mod:`shared.freshness`.
@@ -121,7 +121,7 @@ class MetricTerm:
 
 
 @dataclass(frozen=True, slots=True)
-class Room:
+class Headroom:
     """What a passing node takes of one resource before its tightest predicate on that
     resource would reject it (estimation): the pod being placed must fit in it."""
 
@@ -166,29 +166,32 @@ class Verdict:
     limits_error: str | None = None
     placed: int = 0
     """Pods bound to the node that estimation counted."""
-    rooms: tuple[Room, ...] = ()
+    headrooms: tuple[Headroom, ...] = ()
     """With estimation, for a passing node: the room left per resource (at most one each)."""
 
 
-def short_room(verdict: Verdict, need: Need) -> Room | None:
+def short_headroom(verdict: Verdict, need: Need) -> Headroom | None:
     """The first room of a node that passes on its own that a pod estimated at ``need`` does
     not fit in; ``None`` when it fits in every one."""
-    return next((room for room in verdict.rooms if need.of(room.resource) > room.left), None)
+    return next(
+        (headroom for headroom in verdict.headrooms if need.of(headroom.resource) > headroom.left),
+        None,
+    )
 
 
 def refusal_for(verdict: Verdict, need: Need, node: str) -> tuple[str, tuple[str, str]] | None:
     """Why a node that passes on its own refuses a pod estimated at ``need``: its message and
-    (metric, :data:`WITH_POD`); ``None`` when the pod fits in every room."""
-    room = short_room(verdict, need)
-    if room is None:
+    (metric, :data:`WITH_POD`); ``None`` when the pod fits in every headroom."""
+    headroom = short_headroom(verdict, need)
+    if headroom is None:
         return None
-    share = need.of(room.resource) / room.size
-    total = room.measured + room.estimated + share
+    share = need.of(headroom.resource) / headroom.size
+    total = headroom.measured + headroom.estimated + share
     return (
-        f"Load[{room.metric}]={total:.5f} of node[{node}] with this pod is above "
-        f"{room.limit:g} ({room.measured:.5f} measured {_estimated(room.estimated)}"
+        f"Load[{headroom.metric}]={total:.5f} of node[{node}] with this pod is above "
+        f"{headroom.limit:g} ({headroom.measured:.5f} measured {_estimated(headroom.estimated)}"
         f" + {share:.5f} this pod)",
-        (room.metric, WITH_POD),
+        (headroom.metric, WITH_POD),
     )
 
 
@@ -218,12 +221,12 @@ def reason_message(verdict: Verdict, hot_limit: int) -> str:
 
 def reason_refusal_for(verdict: Verdict, need: Need) -> tuple[str, tuple[str, str]] | None:
     """:func:`refusal_for` in the ``per-reason`` wording."""
-    room = short_room(verdict, need)
-    if room is None:
+    headroom = short_headroom(verdict, need)
+    if headroom is None:
         return None
     return (
-        f"node(s) with Load[{room.metric}] above {room.limit:g} with this pod",
-        (room.metric, WITH_POD),
+        f"node(s) with Load[{headroom.metric}] above {headroom.limit:g} with this pod",
+        (headroom.metric, WITH_POD),
     )
 
 
@@ -310,15 +313,15 @@ def evaluate(
 
     overload: str | None = None
     reason: tuple[str, str] | None = None
-    rooms: dict[Resource, Room] = {}
+    headrooms: dict[Resource, Headroom] = {}
     for rule in rules.predicates:
         value, added = read(rule)
         limit = load.limits.get(rule.name, rule.threshold)
         if estimation is not None and rule.resource and limit and isinstance(value, Sample):
-            room = _room(rule.name, rule.resource, value.value, added, limit, load.size)
-            kept = rooms.get(rule.resource)
-            if room is not None and (kept is None or room.left < kept.left):
-                rooms[rule.resource] = room
+            headroom = _headroom(rule.name, rule.resource, value.value, added, limit, load.size)
+            kept = headrooms.get(rule.resource)
+            if headroom is not None and (kept is None or headroom.left < kept.left):
+                headrooms[rule.resource] = headroom
         term = _term(rule, "predicate", value, added, limit)
         if rule.name in load.limits:
             term = _with(term, limit_from="node")
@@ -376,18 +379,18 @@ def evaluate(
         strategy=strategy,
         limits_error=load.limits_error,
         placed=sum(1 for p in placed if p.gone_at is None),
-        rooms=tuple(rooms.values()) if overload is None else (),
+        headrooms=tuple(headrooms.values()) if overload is None else (),
     )
 
 
-def _room(
+def _headroom(
     metric: str, resource: Resource, measured: float, added: float, limit: float, size: NodeSize
-) -> Room | None:
+) -> Headroom | None:
     capacity = size.capacity(resource)
     if not capacity or not math.isfinite(measured):
         return None
     left = (limit - measured - added) * capacity
-    return Room(resource, left, metric, measured, added, limit, capacity)
+    return Headroom(resource, left, metric, measured, added, limit, capacity)
 
 
 def _term(

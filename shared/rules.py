@@ -83,7 +83,7 @@ class LoadRules:
     0..10 (:func:`shared.load_model.normalized_scores`)."""
 
     @property
-    def places_without_room(self) -> bool:
+    def places_without_headroom(self) -> bool:
         """Estimation's ``whenNoNodeHasRoom: place``: when no node asked about has room for a
         pod, the nodes under their limits on their own pass it."""
         return self.estimation is not None and self.estimation.when_no_node_has_room == "place"

@@ -209,7 +209,7 @@ def _placed_without_room(
 ) -> bool:
     """As filter decides with ``whenNoNodeHasRoom: place``: no node passes, and some refuse
     only for want of room for the pod."""
-    if not rules.places_without_room or None in refusals:
+    if not rules.places_without_headroom or None in refusals:
         return False
     return any(r[1][1] == WITH_POD for r in refusals if r is not None)
 

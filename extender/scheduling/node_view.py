@@ -57,7 +57,7 @@ def _filter_facts(view: NodeView, name: str) -> tuple[object, ...]:
     return (
         view.standing.get(name),
         view.unknowns.get(name),
-        verdict.rooms if verdict is not None else None,
+        verdict.headrooms if verdict is not None else None,
     )
 
 
@@ -72,8 +72,9 @@ class NodeView:
       ``raw_scores`` its 0..100 score and ``score_prefixes`` its entry up to the score, for
       answers that spread the scores over the nodes asked about (``normalize: minMax``);
     - ``unknowns``: its unknown values, for nodes that have some;
-    - ``cpu_rooms`` and ``memory_rooms``: with estimation, the room a passing node leaves the
-      pod being placed (cores, bytes; :class:`shared.load_model.Room`), for nodes that have one;
+    - ``cpu_headrooms`` and ``memory_headrooms``: with estimation, the headroom a passing node
+      leaves the pod being placed (cores, bytes; :class:`shared.load_model.Headroom`), for
+      nodes that have one;
     - ``reasons``: the (metric, reason) of each rejected node, and ``reason_counts`` how many
       rejected nodes have each: a request that asks about every rejected node (kube-scheduler
       asks about every node it has not ruled out itself) takes these and ``refusals`` whole.
@@ -92,11 +93,11 @@ class NodeView:
         "_frozen_version",
         "clean",
         "changes",
-        "cpu_rooms",
+        "cpu_headrooms",
         "encoded_scores",
         "filter_changes",
         "raw_scores",
-        "memory_rooms",
+        "memory_headrooms",
         "reason_counts",
         "reasons",
         "refusals",
@@ -123,8 +124,8 @@ class NodeView:
         self.reasons: dict[str, tuple[str, str]] = {}
         self.reason_counts: Counter[tuple[str, str]] = Counter()
         self.unknowns: dict[str, tuple[tuple[str, str], ...]] = {}
-        self.cpu_rooms: dict[str, float] = {}
-        self.memory_rooms: dict[str, float] = {}
+        self.cpu_headrooms: dict[str, float] = {}
+        self.memory_headrooms: dict[str, float] = {}
         self._frozen: dict[str, str] = {}
         self._frozen_version = 0
 
@@ -163,9 +164,9 @@ class NodeView:
             self.reason_counts[reason] += 1
         if verdict.unknown:
             self.unknowns[name] = verdict.unknown
-        for room in verdict.rooms:
-            rooms = self.cpu_rooms if room.resource == "cpu" else self.memory_rooms
-            rooms[name] = room.left
+        for headroom in verdict.headrooms:
+            headrooms = self.cpu_headrooms if headroom.resource == "cpu" else self.memory_headrooms
+            headrooms[name] = headroom.left
         if verdict.overload is None and not verdict.unknown:
             self.clean.add(name)
         self.changes.note(name)
@@ -196,8 +197,8 @@ class NodeView:
             self.refusals,
             self.reasons,
             self.unknowns,
-            self.cpu_rooms,
-            self.memory_rooms,
+            self.cpu_headrooms,
+            self.memory_headrooms,
         ):
             index.pop(name, None)
         self.clean.discard(name)

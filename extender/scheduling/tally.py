@@ -17,7 +17,7 @@ from shared.load_model import WITH_POD, Need, Verdict
 
 NOT_CACHED = ("*", "not-cached")
 """The (metric, reason) of a node refused, under failClosed, because the cache lacks it."""
-ANY_ROOM = math.inf
+ANY_HEADROOM = math.inf
 """The room of a node without one: any pod fits."""
 
 
@@ -41,7 +41,7 @@ def refusal(
     message = wording.overload(verdict)
     if message is not None:
         return message, verdict.overload_reason or ("*", "overloaded")
-    if need is not None and verdict.rooms:
+    if need is not None and verdict.headrooms:
         return wording.with_pod(verdict, need, name)
     return None
 
@@ -170,9 +170,14 @@ class Tally:
         if need is None:
             return names
         fits: list[bool] | None = None
-        for rooms, brings in ((view.cpu_rooms, need.cpu), (view.memory_rooms, need.memory)):
-            if rooms:
-                found = list(map(ge, map(rooms.get, names, repeat(ANY_ROOM)), repeat(brings)))
+        for headrooms, brings in (
+            (view.cpu_headrooms, need.cpu),
+            (view.memory_headrooms, need.memory),
+        ):
+            if headrooms:
+                found = list(
+                    map(ge, map(headrooms.get, names, repeat(ANY_HEADROOM)), repeat(brings))
+                )
                 fits = found if fits is None else list(map(and_, fits, found))
         if fits is None or all(fits):
             return names

@@ -256,7 +256,7 @@ class LoadAwareExtender:
             rules.fail_closed,
             check=check,
             need=need,
-            place=rules.places_without_room,
+            place=rules.places_without_headroom,
             wording=self._wording,
             list_always=self._list_always,
         )

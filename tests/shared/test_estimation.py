@@ -334,7 +334,7 @@ def test_the_pod_being_placed_must_fit_in_the_room_left() -> None:
     load = NodeLoad.from_annotations("n1", node(0.4), rules, SIZE)
     verdict = evaluate(load, rules, NOW + MIN, [pod(NOW + MIN, cpu=1)])
     assert verdict.overload is None
-    rooms = {room.resource: room for room in verdict.rooms}
+    rooms = {room.resource: room for room in verdict.headrooms}
     assert rooms["cpu"].left == pytest.approx(1.15)
     assert rooms["memory"].left == pytest.approx(0.55 * 32 * GiB - 200 * 2**20)
     assert refusal_for(verdict, Need(1.15 - 1e-9, GiB), "n1") is None
@@ -369,23 +369,23 @@ def test_the_tightest_predicate_of_a_resource_sets_its_room() -> None:
         "loadsched.io/predicate-limits": '{"cpu_usage_max_avg_1h": 0.7}',
     }
     verdict = evaluate(NodeLoad.from_annotations("n1", annotations, rules, SIZE), rules, NOW)
-    assert [(r.resource, r.metric, r.limit) for r in verdict.rooms] == [
+    assert [(r.resource, r.metric, r.limit) for r in verdict.headrooms] == [
         ("cpu", "cpu_usage_max_avg_1h", 0.7)
     ]
-    assert verdict.rooms[0].left == pytest.approx(0.8)
+    assert verdict.headrooms[0].left == pytest.approx(0.8)
     unknown = {**node(0.3), "cpu_usage_max_avg_1h": "garbage"}
     verdict = evaluate(NodeLoad.from_annotations("n1", unknown, rules, SIZE), rules, NOW)
-    assert verdict.rooms[0].metric == "cpu_usage_avg_5m"
+    assert verdict.headrooms[0].metric == "cpu_usage_avg_5m"
 
 
 def test_no_room_is_kept_without_estimation_or_for_a_refused_node() -> None:
     off = policy()
-    assert evaluate(NodeLoad.from_annotations("n1", node(0.4), off, SIZE), off, NOW).rooms == ()
+    assert evaluate(NodeLoad.from_annotations("n1", node(0.4), off, SIZE), off, NOW).headrooms == ()
     on = policy(estimation={"enabled": True})
     over = evaluate(NodeLoad.from_annotations("n1", node(0.7), on, SIZE), on, NOW)
-    assert over.overload is not None and over.rooms == ()
+    assert over.overload is not None and over.headrooms == ()
     unsized = evaluate(NodeLoad.from_annotations("n1", node(0.4), on), on, NOW)
-    assert unsized.rooms == ()
+    assert unsized.headrooms == ()
 
 
 def test_estimation_off_ignores_placements() -> None:

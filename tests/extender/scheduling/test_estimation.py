@@ -553,7 +553,7 @@ def test_with_estimation_a_nodes_room_is_what_filter_answers_read() -> None:
         before = view.filter_changes.version
         cache.apply("MODIFIED", decode_node(payloads.encode(node("n1", 0.35, 1))))
         assert cache.view(NOW).filter_changes.version - before == seen
-        assert bool(view.verdicts["n1"].rooms) == estimation["enabled"]
+        assert bool(view.verdicts["n1"].headrooms) == estimation["enabled"]
 
 
 def names_extender(
