@@ -764,11 +764,13 @@ class Sandbox:
         return f"unbound {len(unbound)}: {last or 'no events'}; nodes: " + " | ".join(nodes)
 
     def delete_pods(self, selector: str, namespace: str = "default") -> None:
-        """Delete gracefully (kwok finishes each delete) and wait until they are gone."""
+        """Delete gracefully (kwok finishes each delete) and wait until they are gone: kwok
+        writes twice per pod (terminal status, then the final delete), so thousands of pods on a
+        busy machine take minutes."""
         self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
         wait_for(
             lambda: not self.placements(selector, namespace),
-            timeout=60,
+            timeout=300,
             what=f"pods {selector!r} deleted",
         )
 
