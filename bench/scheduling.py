@@ -312,7 +312,7 @@ class Bench:
             now_counted = extender_counts(self.url(kind))
             counted = {k: now_counted[k] - counted[k] for k in now_counted}
         box.stop_scheduler(label)
-        box.delete_pods(f"batch={label}")
+        box.delete_pods(f"batch={label}", force=True)  # the next batch needs the nodes empty
         first, last = min(clock.bound.values()), max(clock.bound.values())
         batch = Batch(
             kind,

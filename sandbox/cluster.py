@@ -763,11 +763,16 @@ class Sandbox:
             nodes.append(f"{meta.name}: pods {running.get(meta.name or '', [])}, {notes}")
         return f"unbound {len(unbound)}: {last or 'no events'}; nodes: " + " | ".join(nodes)
 
-    def delete_pods(self, selector: str, namespace: str = "default") -> None:
+    def delete_pods(
+        self, selector: str, namespace: str = "default", *, force: bool = False
+    ) -> None:
         """Delete gracefully (kwok finishes each delete) and wait until they are gone: kwok
         writes twice per pod (terminal status, then the final delete), so thousands of pods on a
-        busy machine take minutes."""
-        self.core.delete_collection_namespaced_pod(namespace, label_selector=selector)
+        busy machine take minutes. ``force``: gone at once (grace period 0, as ``kubectl delete
+        --force``), for benches that only clear a batch before the next."""
+        self.core.delete_collection_namespaced_pod(
+            namespace, label_selector=selector, grace_period_seconds=0 if force else None
+        )
         wait_for(
             lambda: not self.placements(selector, namespace),
             timeout=300,
