@@ -7,11 +7,16 @@ STAMP := $(VENV)/.installed
 # what `make e2e` runs: a file or a test of tests/e2e narrows it (make e2e E2E=tests/e2e/test_version_smoke.py)
 E2E ?= tests/e2e
 
-.PHONY: demo docs reference results-page test unit unit-packages e2e setup fresh-check lint bench bench-quality bench-reliability serve image clean matrix
+.PHONY: demo demo-picture docs reference results-page test unit unit-packages e2e setup fresh-check lint bench bench-quality bench-reliability serve image clean matrix
 
 ## demo: a local cluster where pods visibly avoid loaded nodes (plain vs loadsched, table + out/demo.html)
 demo: setup
 	$(BIN)/python -m sandbox.demo
+
+## demo-picture: run the demo and copy its chart to docs/assets/demo.svg (the README's picture)
+demo-picture: setup
+	$(BIN)/python -m sandbox.demo --out out/demo-picture
+	mkdir -p docs/assets && cp out/demo-picture/demo.svg docs/assets/demo.svg
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -4,7 +4,9 @@ It starts the sandbox (8 fake nodes with varied real-looking load from the synth
 Prometheus with the recording rules, loadsched's annotator and extender, the plain
 kube-scheduler and one with the extender. It schedules the same batch of pods through each (one
 batch after the other, on the same node load), prints the placements side by side, writes the
-same as an HTML chart (out/demo.html), and shuts everything down.
+same as an HTML page (out/demo.html) and the chart alone (out/demo.svg), and shuts everything
+down. ``make demo-picture`` runs it and copies the chart to docs/assets/demo.svg, the README's
+picture.
 
     make demo        # or: .venv/bin/python -m sandbox.demo [--pods 24] [--out out]
 """
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
-from sandbox.demo_report import Row, render_html, render_table
+from sandbox.demo_report import Row, render_html, render_svg, render_table
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
 from shared.annotations import Sample, decode
@@ -77,7 +79,7 @@ def main() -> int:
     )
     parser.add_argument("--pods", type=int, default=24, help="pods per batch")
     parser.add_argument("--pace", type=float, default=0.25, help="seconds between pod creations")
-    parser.add_argument("--out", default="out", help="folder for demo.html")
+    parser.add_argument("--out", default="out", help="folder for demo.html and demo.svg")
     options = parser.parse_args()
     started = time.monotonic()
     with Sandbox(say=say) as box:
@@ -135,6 +137,7 @@ def main() -> int:
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "demo.html").write_text(render_html(rows))
+    (out / "demo.svg").write_text(render_svg(rows))
     print(f"\nchart: {out / 'demo.html'}   (whole demo: {time.monotonic() - started:.0f}s)")
     return 0
 

@@ -46,12 +46,25 @@ def render_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def render_html(rows: Sequence[Row]) -> str:
-    width, bar_h, gap, left = 800, 16, 14, 230
+def render_svg(rows: Sequence[Row]) -> str:
+    """The chart on its own, a standalone SVG (the README's picture): per node its load and
+    the pods each scheduler placed there, overloaded nodes in red, and the summary line."""
+    width, bar_h, gap, left, top = 800, 16, 14, 230, 70
     most = max([r.plain for r in rows] + [r.loadsched for r in rows] + [1])
     scale = (width - left - 60) / most
-    parts: list[str] = []
-    y = 40
+    total, plain_over, ours_over = summary(rows)
+    parts = [
+        f'<rect width="{width}" height="{{height}}" fill="#ffffff"/>',
+        '<text x="10" y="22" font-size="16" font-weight="bold">Pods per node: plain '
+        "kube-scheduler vs. loadsched</text>",
+        f'<text x="10" y="44" font-size="13">pods on overloaded nodes (red): plain {plain_over} '
+        f"of {total} · with loadsched {ours_over} of {total}</text>",
+        f'<rect x="{left}" y="52" width="14" height="14" fill="#95a5a6"/>'
+        f'<text x="{left + 20}" y="64" font-size="13">plain kube-scheduler</text>'
+        f'<rect x="{left + 190}" y="52" width="14" height="14" fill="#27ae60"/>'
+        f'<text x="{left + 210}" y="64" font-size="13">with loadsched</text>',
+    ]
+    y = top + 10
     for r in rows:
         color = "#c0392b" if r.overloaded else "#2c3e50"
         label = f"{r.node}  cpu {r.cpu:.0%} · mem {r.mem:.0%}"
@@ -66,23 +79,23 @@ def render_html(rows: Sequence[Row]) -> str:
                 f'<text x="{left + count * scale + 6:.1f}" y="{y + offset + 12}" font-size="12">{count}</text>'
             )
         y += 2 * bar_h + gap
-    total, plain_over, ours_over = summary(rows)
-    height = y + 20
-    legend = (
-        f'<rect x="{left}" y="8" width="14" height="14" fill="#95a5a6"/><text x="{left + 20}" y="20" font-size="13">plain kube-scheduler</text>'
-        f'<rect x="{left + 190}" y="8" width="14" height="14" fill="#27ae60"/><text x="{left + 210}" y="20" font-size="13">with loadsched</text>'
+    height = y + 10
+    body = "\n".join(parts).replace("{height}", str(height))
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="pods per node" '
+        f'font-family="system-ui, sans-serif" fill="#2c3e50">\n{body}\n</svg>\n'
     )
+
+
+def render_html(rows: Sequence[Row]) -> str:
+    """A page around :func:`render_svg`, with what the chart shows."""
+    total, _, _ = summary(rows)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>loadsched demo</title>
 <style>body{{font-family:system-ui,sans-serif;margin:24px;color:#2c3e50}} .over{{color:#c0392b}}</style></head>
 <body>
-<h1>Pods per node: plain kube-scheduler vs. loadsched</h1>
 <p>Same {total} pods, same node load (measured by Prometheus, written to node annotations by the annotator).
 Nodes in <span class="over">red</span> are over the policy's limits.</p>
-<p><b>Pods on overloaded nodes:</b> plain {plain_over} of {total} · loadsched {ours_over} of {total}</p>
-<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="pods per node">
-{legend}
-{"".join(parts)}
-</svg>
-</body></html>
+{render_svg(rows)}</body></html>
 """
