@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.targets import Target
+from sandbox.build import VERSION_ENV, kube_version, selected_version
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "out" / "results"
@@ -86,16 +87,24 @@ def machine() -> dict[str, object]:
 
 
 def record(bench: str, figures: list[Figure], *, quick: bool = False) -> Path:
-    """Write ``out/results/<bench>.json`` for this run (replacing the last one's)."""
+    """Write ``out/results/<bench>.json`` for this run (replacing the last one's). A run on a
+    Kubernetes release other than the default (``LOADSCHED_KUBE_VERSION``) is kept apart, as
+    ``<bench>@<release>.json``, and says so in its command."""
     commit = _git("rev-parse", "--short=12", "HEAD")
     if commit and _git("status", "--porcelain", "--untracked-files=no"):
         commit += "+changes"
+    release, default = selected_version(), kube_version()
+    command = ["python -m bench." + Path(sys.argv[0]).stem, *sys.argv[1:]]
+    if release != default:
+        bench = f"{bench}@{release}"
+        command.insert(0, f"{VERSION_ENV}={release}")
     result = {
         "bench": bench,
-        "command": " ".join(["python -m bench." + Path(sys.argv[0]).stem, *sys.argv[1:]]),
+        "command": " ".join(command),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": commit or "unknown",
         "machine": machine(),
+        "kubernetes": release,
         "quick": quick,
         "figures": [asdict(figure) for figure in figures],
     }

@@ -72,7 +72,8 @@ def render(results: list[dict[str, Any]]) -> str:
             f"`{result['command']}`{' (a quick run: fewer rounds)' if result.get('quick') else ''},"
             f" {result['date']}, commit `{result['commit']}`, {machine.get('cpus', '?')} CPUs"
             f" ({machine.get('cpu') or 'unknown CPU'}), kernel {machine.get('kernel', '?')},"
-            f" Python {machine.get('python', '?')}.",
+            f" Python {machine.get('python', '?')}"
+            + (f", Kubernetes {result['kubernetes']}." if result.get("kubernetes") else "."),
             "",
             "| figure | measured | target | verdict |",
             "| --- | --- | --- | --- |",

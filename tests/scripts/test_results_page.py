@@ -12,6 +12,7 @@ import pytest
 from bench import results
 from bench.results import Figure, measured, record
 from bench.targets import target
+from sandbox.build import kube_version
 from scripts import results_page
 
 
@@ -49,3 +50,26 @@ def test_a_recorded_result_is_shown_with_its_verdicts(
     waiting = page.split("## Targets without a kept result", 1)[1]
     assert "`extender.churn-p99`" not in waiting
     assert "`quota.admitted-p99`" in waiting
+
+
+def test_a_run_on_another_kubernetes_release_is_kept_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    ratio = target("scheduling", "loadsched-of-minimal")
+    default = kube_version()
+    record("scheduling", [measured(ratio, 1.1)])
+    monkeypatch.setenv("LOADSCHED_KUBE_VERSION", "v1.35.4")
+    assert default != "v1.35.4"
+    record("scheduling", [measured(ratio, 0.9)])
+    kept = {path.name: json.loads(path.read_text()) for path in tmp_path.iterdir()}
+    assert set(kept) == {"scheduling.json", "scheduling@v1.35.4.json"}
+    assert kept["scheduling.json"]["kubernetes"] == default
+    other = kept["scheduling@v1.35.4.json"]
+    assert other["kubernetes"] == "v1.35.4"
+    assert other["command"].startswith("LOADSCHED_KUBE_VERSION=v1.35.4 python -m bench.")
+
+    page = results_page.render(results_page.read(tmp_path))
+
+    assert "## scheduling@v1.35.4" in page and ", Kubernetes v1.35.4." in page
+    assert f", Kubernetes {default}." in page
