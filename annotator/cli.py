@@ -11,7 +11,7 @@ import uvloop
 from annotator.main import serve
 from annotator.settings import load_settings
 from shared.errors import ConfigError
-from shared.kube.settings import FLAGS as KUBE_FLAGS
+from shared.kube.settings import add_flags as add_kube_flags
 from shared.logs import configure_logging
 from shared.settings import ENV_PREFIX
 from shared.version import add_version_flag
@@ -43,8 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--prometheus-timeout", type=float, help="seconds per query (default 10)")
     add("--kubeconfig", help="kubeconfig (default: in-cluster)")
     add("--kube-context", help="kubeconfig context")
-    for flag, kind, text in KUBE_FLAGS:
-        add(flag, type=kind, help=text)
+    add_kube_flags(add)
     add("--once", action="store_true", default=None, help="sync every metric once, then exit")
     add(
         "--dry-run",

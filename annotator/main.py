@@ -335,7 +335,12 @@ async def serve(
     prometheus = prometheus_client(settings, prometheus_transport)
     # Writes, the lease, the watches and the quota controller share the client.
     connections = settings.write_concurrency + 6
-    async with kube_client(endpoint, max_connections=connections, transport=kube_transport) as kube:
+    async with kube_client(
+        endpoint,
+        max_connections=connections,
+        transport=kube_transport,
+        direct=settings.kube_direct,
+    ) as kube:
         try:
             annotator = Annotator(settings, policy, kube, prometheus)
             if settings.once:

@@ -14,7 +14,6 @@ the lease) to httpx's own transport. :func:`kube_client` builds the annotator's 
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Mapping
 from functools import partial
 from urllib.parse import quote
@@ -23,7 +22,8 @@ import httpx
 import msgspec
 
 from shared.errors import APINotFoundError
-from shared.kube import direct, patching
+from shared.kube import direct as direct_module
+from shared.kube import patching
 from shared.kube.config import KubeEndpoint
 from shared.kube.kept_alive import ConnectionPool, DirectWrite
 from shared.kube.paths import NODES
@@ -72,29 +72,29 @@ class NodePatcher:
         return True
 
 
-_DIRECT: weakref.WeakKeyDictionary[httpx.AsyncClient, PatchTransport] = weakref.WeakKeyDictionary()
-"""The :class:`PatchTransport` of each client :func:`kube_client` built."""
-
-
 def kube_client(
     endpoint: KubeEndpoint,
     *,
     max_connections: int,
     transport: httpx.AsyncBaseTransport | None = None,
+    direct: bool = True,
 ) -> httpx.AsyncClient:
-    """The annotator's API client: ``transport`` when given (tests), else a
-    :class:`PatchTransport` keeping up to ``max_connections`` connections of each kind, which
-    :class:`NodePatcher` then writes to directly."""
+    """The annotator's API client: with ``transport`` (the tests' fake API server), every
+    request through it; else, with ``direct``, a :class:`PatchTransport` keeping up to
+    ``max_connections`` connections of each kind, which :class:`NodePatcher` then writes to
+    directly; without, httpx's own transport for everything."""
     patch_transport = None
-    if transport is None:
+    if transport is None and direct:
         transport = patch_transport = PatchTransport(endpoint, max_connections=max_connections)
-    client = endpoint.client(transport=transport, max_connections=max_connections)
+    client = endpoint.client(
+        transport=transport, max_connections=max_connections, direct=patch_transport is not None
+    )
     # httpx offers no switch for cookies; its own Cookies wraps every answer in urllib's
     # request and response types before the jar sees it
     client._cookies = _NoCookies()
     if patch_transport is not None:
-        _DIRECT[client] = patch_transport
-        direct.register(client, endpoint, own_transport=True)  # httpx uses no proxy
+        assert isinstance(client, direct_module.DirectClient)
+        client.pool = patch_transport.pool
     return client
 
 
@@ -106,11 +106,10 @@ def _direct_write(client: httpx.AsyncClient, timeout: httpx.Timeout) -> DirectWr
     """The direct path of a client :func:`kube_client` built with its own transport and token
     (or none: client certificates), over that transport's connections; None for any other
     client."""
-    transport = _DIRECT.get(client)
-    route = direct.route(client)
-    if transport is None or route is None:
+    route = direct_module.route(client)
+    if route is None or not isinstance(client, direct_module.DirectClient) or client.pool is None:
         return None
-    return DirectWrite(transport.pool, route, timeout)
+    return DirectWrite(client.pool, route, timeout)
 
 
 class _NoCookies(httpx.Cookies):
@@ -134,7 +133,7 @@ class PatchTransport(httpx.AsyncBaseTransport):
         fallback: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         url = httpx.URL(endpoint.host)
-        tls = direct.ssl_context(endpoint) if url.scheme == "https" else None
+        tls = direct_module.ssl_context(endpoint) if url.scheme == "https" else None
         self._fallback = fallback or httpx.AsyncHTTPTransport(
             verify=tls or True,
             limits=httpx.Limits(
@@ -151,7 +150,7 @@ class PatchTransport(httpx.AsyncBaseTransport):
         origin = (
             request.url.scheme,
             request.url.host,
-            request.url.port or direct.PORTS[request.url.scheme],
+            request.url.port or direct_module.PORTS[request.url.scheme],
         )
         status, headers, body = await self.pool.send(
             origin, _serialize(request), timeouts.get("connect"), timeouts.get("read")

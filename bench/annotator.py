@@ -75,7 +75,6 @@ from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port
 from sandbox.processes import wait_for
 from sandbox.prometheus import Prometheus
 from shared.annotations import encode_hot_value, encode_metric
-from shared.kube import direct
 from shared.kube.config import KubeEndpoint, load_endpoint
 from shared.kube.watching import Reflector
 from shared.policy import default_policy
@@ -98,16 +97,10 @@ CLIENTS = ("direct", "httpx")
 
 
 def annotator_client(endpoint: KubeEndpoint, kind: str) -> httpx.AsyncClient:
-    """The annotator's client (``direct``), or the same with httpx's own transport for every
-    request (``httpx``); pools sized as annotator.main sizes its own: the writers plus room
+    """The annotator's client as ``--kube-direct`` (``direct``) or ``--no-kube-direct``
+    (``httpx``) builds it; pools sized as annotator.main sizes its own: the writers plus room
     for the watches."""
-    connections = CONCURRENCY + 6
-    if kind == "direct":
-        return kube_client(endpoint, max_connections=connections)
-    verify = direct.ssl_context(endpoint) if endpoint.host.startswith("https") else False
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits)
-    return kube_client(endpoint, max_connections=connections, transport=transport)
+    return kube_client(endpoint, max_connections=CONCURRENCY + 6, direct=kind == "direct")
 
 
 class CountingPrometheus(PrometheusClient):

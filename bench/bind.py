@@ -46,10 +46,7 @@ class Figures:
 
 
 def client(endpoint: KubeEndpoint, path: str) -> httpx.AsyncClient:
-    if path == "direct":
-        return endpoint.client()
-    ssl = direct.ssl_context(endpoint)  # the same TLS, through httpx's own transport
-    return endpoint.client(transport=httpx.AsyncHTTPTransport(verify=ssl))
+    return endpoint.client(direct=path == "direct")  # else through httpx
 
 
 async def burst(endpoint: KubeEndpoint, path: str, pods: list[str], at_once: bool) -> Figures:

@@ -53,11 +53,8 @@ class CountingCache(NodeLoadCache):
 
 
 def client_for(endpoint: KubeEndpoint, kind: str) -> httpx.AsyncClient:
-    if kind == "direct":
-        return endpoint.client()
-    # the same client with httpx's own transport: every request, the watch too, through httpx
-    verify = direct.ssl_context(endpoint) if endpoint.host.startswith("https") else False
-    return endpoint.client(transport=httpx.AsyncHTTPTransport(verify=verify))
+    # the same client both ways; without direct, every request, the watch too, through httpx
+    return endpoint.client(direct=kind == "direct")
 
 
 def patch_nodes(box: Sandbox, names: list[str], keys: list[str], first: int) -> None:

@@ -335,7 +335,9 @@ def cluster_lifespan(
             logger.info("no cluster configured: answering full-node requests only")
             yield
             return
-        async with endpoint.client(transport=transport) as client:
+        # a transport given is the tests' fake API server, which cannot be written to directly
+        direct = state.settings.kube_direct and transport is None
+        async with endpoint.client(transport=transport, direct=direct) as client:
             access.attach(client)
             state.node_reflector = Reflector[Node](
                 client=client,

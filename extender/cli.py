@@ -14,7 +14,7 @@ from extender.app import create_app, resolve_endpoint
 from extender.serving import raise_open_files_limit, server_config
 from extender.settings import load_settings
 from shared.errors import ConfigError
-from shared.kube.settings import FLAGS as KUBE_FLAGS
+from shared.kube.settings import add_flags as add_kube_flags
 from shared.logs import configure_logging
 from shared.settings import ENV_PREFIX
 from shared.version import add_version_flag
@@ -42,8 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, help="listen port (default 8888)")
     parser.add_argument("--kubeconfig", help="kubeconfig for the node cache (names-only mode)")
     parser.add_argument("--kube-context", help="kubeconfig context")
-    for flag, kind, text in KUBE_FLAGS:
-        parser.add_argument(flag, type=kind, help=text)
+    add_kube_flags(parser.add_argument)
     parser.add_argument(
         "--elastic-quota",
         action="store_true",

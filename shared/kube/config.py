@@ -18,7 +18,7 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
 from shared.errors import ConfigError
-from shared.kube import direct
+from shared.kube import direct as direct_module
 
 DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 """Every request but watches: 10 s overall, 5 s to connect."""
@@ -64,15 +64,21 @@ class KubeEndpoint:
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 10,
+        direct: bool = False,
     ) -> httpx.AsyncClient:
         """A new client for this endpoint. Close it when done.
+
+        ``direct``: a :class:`~shared.kube.direct.DirectClient`, whose watches (and the writes
+        of the services that make them many times) are written straight to the connection
+        (:mod:`shared.kube.direct`); with a ``transport`` of its own, the caller writes its
+        direct requests over that transport's connections (the annotator's PatchTransport).
 
         Keep ``max_connections`` near the number of requests in flight: httpcore checks every
         pooled connection on every request, so idle connections cost CPU."""
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
-        client = httpx.AsyncClient(
+        client = (direct_module.DirectClient if direct else httpx.AsyncClient)(
             limits=limits,
             base_url=self.host,
             verify=self.verify,
@@ -82,8 +88,10 @@ class KubeEndpoint:
             transport=transport,
             headers={"Accept": "application/json", "User-Agent": "loadsched"},
         )
-        if transport is None:
-            direct.register(client, self)  # watches read straight off the connection
+        if isinstance(client, direct_module.DirectClient):
+            client.route = direct_module.route_for(
+                client, self, own_transport=transport is not None
+            )
         return client
 
 

@@ -1,18 +1,21 @@
 """Requests written straight to the API server's socket, where httpx's own work per request
-would be most of the client's CPU: the annotator's node patches (a round patches every node)
-and watch streams (every event of every watched object, :mod:`shared.kube.streaming`).
+would be most of the client's CPU: the annotator's node patches (a round patches every node),
+the extender's bindings, and watch streams (every event of every watched object,
+:mod:`shared.kube.streaming`).
 
 A :class:`Route` is how one client reaches the API server without httpx: the address, the TLS
 context httpx would use, the base path and the headers httpx would send, and the token, asked
-for on every request so a rotated one is used. A client built by
-:meth:`shared.kube.config.KubeEndpoint.client` without a transport of its own is registered
-here with its endpoint (:func:`register`); :func:`route` gives its route, or None for any
-other client (a test's fake transport, an auth scheme other than a token or client
-certificates), which then keeps going through httpx.
+for on every request so a rotated one is used. It is chosen when the client is built:
+:meth:`shared.kube.config.KubeEndpoint.client` with ``direct=True`` (the services'
+``--kube-direct``, on by default) builds a :class:`DirectClient` carrying its route;
+:func:`route` gives it, or None for any other client (a test's fake transport, a proxy named
+in the environment, an auth scheme other than a token or client certificates), which then keeps
+going through httpx.
 
 The connection is an :class:`asyncio.Protocol` on the running loop (uvloop's TLS, in C) and
 the answer is parsed by ``httptools``; failures are raised as httpx's transport errors, so
-:func:`shared.kube.status.unreachable` translates them like any other.
+:func:`shared.kube.status.unreachable` translates them like any other. pyproject bounds
+``httptools`` to the releases these modules' tests ran against.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import ssl
 import urllib.request
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
@@ -30,6 +32,7 @@ import httpx
 
 if TYPE_CHECKING:
     from shared.kube.config import KubeEndpoint
+    from shared.kube.kept_alive import ConnectionPool
 
 PORTS = {"http": 80, "https": 443}
 
@@ -153,47 +156,48 @@ async def open_connection(
     return protocol
 
 
-_ENDPOINTS: weakref.WeakKeyDictionary[httpx.AsyncClient, KubeEndpoint] = weakref.WeakKeyDictionary()
-_ROUTES: weakref.WeakKeyDictionary[httpx.AsyncClient, Route | None] = weakref.WeakKeyDictionary()
-_OWN_TRANSPORT: weakref.WeakSet[httpx.AsyncClient] = weakref.WeakSet()
+class DirectClient(httpx.AsyncClient):
+    """An httpx client that also has a :class:`Route`: its watches, node patches and bindings
+    are written straight to the connection (:attr:`route` None: everything goes through
+    httpx)."""
 
-
-def register(
-    client: httpx.AsyncClient, endpoint: KubeEndpoint, *, own_transport: bool = False
-) -> None:
-    """``client`` talks to ``endpoint`` as httpx's own transport would: requests may be
-    written to it directly. ``own_transport``: the client was given a transport of its own,
-    which httpx sends through whatever proxy the environment names."""
-    _ENDPOINTS[client] = endpoint
-    if own_transport:
-        _OWN_TRANSPORT.add(client)
+    route: Route | None = None
+    pool: ConnectionPool | None = None
+    """Kept-alive connections the client's own transport shares with its direct writes (the
+    annotator's PatchTransport), when it has them."""
 
 
 def route(client: httpx.AsyncClient) -> Route | None:
-    """How to write ``client``'s requests directly, if it is registered and authenticates by
-    token or client certificate (built once per client)."""
-    if client in _ROUTES:
-        return _ROUTES[client]
-    endpoint = _ENDPOINTS.get(client)
+    """The route ``client`` was built with, if it is a :class:`DirectClient` that has one."""
+    return client.route if isinstance(client, DirectClient) else None
+
+
+def route_for(
+    client: httpx.AsyncClient, endpoint: KubeEndpoint, *, own_transport: bool = False
+) -> Route | None:
+    """How to write ``client``'s requests to ``endpoint`` directly, as httpx's own transport
+    would send them; None when it authenticates by anything but a token or a client
+    certificate, or when its requests would go through a proxy named in the environment.
+    ``own_transport``: the client was given a transport of its own, which httpx sends through
+    no proxy."""
     auth = client.auth
-    found = None
-    if endpoint is not None and (auth is None or hasattr(auth, "authorization")):
-        base = client.base_url
-        if base.scheme in PORTS and (client in _OWN_TRANSPORT or not _proxied(base)):
-            lines = {
-                "Host": base.netloc.decode("ascii"),
-                "Accept": client.headers.get("Accept", "application/json"),
-                "User-Agent": client.headers.get("User-Agent", "loadsched"),
-            }
-            found = Route(
-                origin=(base.scheme, base.host, base.port or PORTS[base.scheme]),
-                tls=ssl_context(endpoint) if base.scheme == "https" else None,
-                prefix=base.raw_path.rstrip(b"/"),
-                headers=b"".join(header(k, v) for k, v in lines.items()),
-                auth=auth,  # has authorization(), checked above
-            )
-    _ROUTES[client] = found
-    return found
+    base = client.base_url
+    if auth is not None and not hasattr(auth, "authorization"):
+        return None
+    if base.scheme not in PORTS or (not own_transport and _proxied(base)):
+        return None
+    lines = {
+        "Host": base.netloc.decode("ascii"),
+        "Accept": client.headers.get("Accept", "application/json"),
+        "User-Agent": client.headers.get("User-Agent", "loadsched"),
+    }
+    return Route(
+        origin=(base.scheme, base.host, base.port or PORTS[base.scheme]),
+        tls=ssl_context(endpoint) if base.scheme == "https" else None,
+        prefix=base.raw_path.rstrip(b"/"),
+        headers=b"".join(header(k, v) for k, v in lines.items()),
+        auth=cast(TokenSource | None, auth),  # has authorization(), checked above
+    )
 
 
 def _proxied(url: httpx.URL) -> bool:

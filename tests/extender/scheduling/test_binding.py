@@ -34,7 +34,7 @@ async def attached(started: Started, attempts: int = 1) -> AsyncIterator[Binder]
     """A binder attached to a client of ``started``'s server (written to directly), detached
     at the end."""
     binder = Binder(None)
-    async with started.endpoint.client() as client:
+    async with started.endpoint.client(direct=True) as client:
         binder.attach(client, RetryPolicy(attempts=attempts))
         try:
             yield binder

@@ -35,7 +35,10 @@ def chunks(*pieces: bytes) -> Callable[[httpx.Request], object]:
 
 @contextlib.asynccontextmanager
 async def routed(handler, auth: httpx.Auth | None = None) -> AsyncIterator[direct.Route]:  # type: ignore[no-untyped-def]
-    async with served(handler) as url, KubeEndpoint(host=url, auth=auth).client() as client:
+    async with (
+        served(handler) as url,
+        KubeEndpoint(host=url, auth=auth).client(direct=True) as client,
+    ):
         route = direct.route(client)
         assert route is not None
         yield route
@@ -69,7 +72,7 @@ async def test_the_request_is_the_one_httpx_would_send_with_the_current_token() 
     configuration.api_key_prefix = {"BearerToken": "Bearer"}
     async with served(handler) as url:
         endpoint = KubeEndpoint(host=f"{url}/prefix", auth=BearerAuth(configuration))
-        async with endpoint.client() as client:
+        async with endpoint.client(direct=True) as client:
             route = direct.route(client)
             assert route is not None
             params = {"watch": "1", "labelSelector": "batch=a b", "resourceVersion": "7"}
@@ -116,7 +119,7 @@ async def raw_server(
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    async with KubeEndpoint(host=f"http://127.0.0.1:{port}").client() as client:
+    async with KubeEndpoint(host=f"http://127.0.0.1:{port}").client(direct=True) as client:
         route = direct.route(client)
         assert route is not None
         yield route
@@ -184,27 +187,26 @@ async def test_a_server_not_listening_is_a_connect_error() -> None:
     with contextlib.closing(socket.socket()) as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    async with KubeEndpoint(host=f"http://127.0.0.1:{port}").client() as client:
+    async with KubeEndpoint(host=f"http://127.0.0.1:{port}").client(direct=True) as client:
         route = direct.route(client)
         assert route is not None
         with pytest.raises(httpx.ConnectError):
             await lines_of(route)
 
 
-async def test_only_clients_built_for_an_endpoint_with_a_token_or_none_have_a_route() -> None:
+async def test_only_direct_clients_with_a_token_or_none_have_a_route() -> None:
     context = ssl.create_default_context()
     endpoint = KubeEndpoint(host="https://api.example:6443/base", verify=context)
-    async with endpoint.client() as client:
+    async with endpoint.client(direct=True) as client:
         route = direct.route(client)
         assert route is not None
         assert route.origin == ("https", "api.example", 6443)
         assert route.tls is context
         assert route.prefix == b"/base"
-    mock = httpx.MockTransport(lambda request: httpx.Response(200))
-    async with endpoint.client(transport=mock) as client:
-        assert direct.route(client) is None  # a transport of its own: requests go through it
+    async with endpoint.client() as client:
+        assert direct.route(client) is None  # not asked for: every request through httpx
     basic = KubeEndpoint(host="https://api.example", auth=httpx.BasicAuth("a", "b"))
-    async with basic.client() as client:
+    async with basic.client(direct=True) as client:
         assert direct.route(client) is None
     async with httpx.AsyncClient(base_url="https://api.example") as client:
         assert direct.route(client) is None
@@ -215,14 +217,13 @@ async def test_a_client_whose_requests_go_through_a_proxy_has_no_route(
 ) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     monkeypatch.setenv("NO_PROXY", "bypassed.example")
-    async with KubeEndpoint(host="https://api.example").client() as client:
+    async with KubeEndpoint(host="https://api.example").client(direct=True) as client:
         assert direct.route(client) is None
-    async with KubeEndpoint(host="https://bypassed.example").client() as client:
+    async with KubeEndpoint(host="https://bypassed.example").client(direct=True) as client:
         assert direct.route(client) is not None
     # a client given its own transport: httpx sends it through no proxy either
     own = KubeEndpoint(host="https://api.example")
-    async with own.client(transport=httpx.AsyncHTTPTransport()) as client:
-        direct.register(client, own, own_transport=True)
+    async with own.client(transport=httpx.AsyncHTTPTransport(), direct=True) as client:
         assert direct.route(client) is not None
 
 

@@ -51,7 +51,7 @@ async def client_of(fake: FakeCollection, over: str) -> AsyncIterator[httpx.Asyn
         async with httpx.AsyncClient(base_url="https://api", transport=fake.transport()) as c:
             yield c
         return
-    async with served(fake.handler) as url, KubeEndpoint(host=url).client() as client:
+    async with served(fake.handler) as url, KubeEndpoint(host=url).client(direct=True) as client:
         assert direct.route(client) is not None
         yield client
 
