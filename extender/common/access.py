@@ -21,6 +21,7 @@ reads the same two headers in the same order).
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import hashlib
 import hmac
@@ -165,6 +166,7 @@ class Authorizer:
         self._cache_seconds = cache_seconds
         self._monotonic = monotonic
         self._cache: dict[tuple[str, Action | None], tuple[float, Identity | Exception]] = {}
+        self._reviewing: dict[tuple[str, Action | None], asyncio.Future[Identity | Exception]] = {}
 
     def attach(self, client: httpx.AsyncClient) -> None:
         """Send reviews through ``client`` (known once the cluster is reached)."""
@@ -207,21 +209,36 @@ class Authorizer:
     ) -> Identity:
         """The outcome of ``review`` (an identity, or the 401/403 it raised), kept for
         ``cache_seconds`` under ``key``: a token's digest and the action (``None``: the token
-        itself)."""
-        now = self._monotonic()
+        itself). Callers asking about the same key while it is reviewed share that one review,
+        so requests that arrive together when an entry expires send one review, not one each."""
         cached = self._cache.get(key)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > self._monotonic():
             outcome = cached[1]
         else:
-            try:
-                outcome = await review()
-            except (Unauthenticated, Forbidden) as e:
-                outcome = e
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[key] = (now + self._cache_seconds, outcome)
+            running = self._reviewing.get(key)
+            if running is None:
+                running = asyncio.ensure_future(self._review_once(key, review))
+                running.add_done_callback(_retrieved)
+                self._reviewing[key] = running
+            # a caller that goes away does not cancel the review the others wait for
+            outcome = await asyncio.shield(running)
         if isinstance(outcome, Exception):
             raise outcome
+        return outcome
+
+    async def _review_once(
+        self, key: tuple[str, Action | None], review: Callable[[], Awaitable[Identity]]
+    ) -> Identity | Exception:
+        try:
+            try:
+                outcome: Identity | Exception = await review()
+            except (Unauthenticated, Forbidden) as e:
+                outcome = e
+        finally:
+            del self._reviewing[key]
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[key] = (self._monotonic() + self._cache_seconds, outcome)
         return outcome
 
     async def _review_token(self, token: str) -> Identity:
@@ -303,3 +320,10 @@ def http_error(error: LoadschedError) -> HTTPException:
     if isinstance(error, Forbidden):
         return HTTPException(403, str(error))
     return upstream(error)
+
+
+def _retrieved(review: asyncio.Future[Identity | Exception]) -> None:
+    """A review whose every caller went away: its failure is not logged as never retrieved
+    (the next caller asks again)."""
+    if not review.cancelled():
+        review.exception()
