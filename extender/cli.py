@@ -111,13 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="connections and requests in progress beyond which requests get 503 (default 4096)",
     )
-    parser.add_argument(
-        "--http-verbs-direct",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="answer filter, prioritize and preempt in the HTTP protocol itself, not through "
-        "the ASGI app (default on)",
-    )
     parser.add_argument("--log-level", help="debug, info, warning or error")
     parser.add_argument("--log-format", help="text or json")
     return parser

@@ -1,6 +1,7 @@
 """How the extender is served: uvicorn's configuration from the settings, and the HTTP
-protocol that guards every connection (limits, slow clients, client certificates) and answers
-the scheduler verbs itself (:class:`GuardedHttpProtocol`)."""
+protocol that guards every connection: limits, slow clients, client certificates
+(:class:`GuardedHttpProtocol`). Every request, the scheduler verbs too, is answered by the
+ASGI app."""
 
 from __future__ import annotations
 
@@ -8,15 +9,13 @@ import asyncio
 import logging
 import resource
 import ssl
-import time
 from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from extender.scheduling.routes import PATHS as VERB_PATHS
-from extender.scheduling.routes import SchedulerVerbs
 from extender.settings import ExtenderSettings
 
 logger = logging.getLogger("extender")
@@ -32,10 +31,7 @@ def server_config(app: ASGIApp, settings: ExtenderSettings, **extra: Any) -> uvi
         host=settings.host,
         port=settings.port,
         loop="uvloop",
-        http=guarded_protocol(
-            settings,
-            getattr(app, "scheduler_verbs", None) if settings.http_verbs_direct else None,
-        ),
+        http=guarded_protocol(settings),
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=5,
@@ -102,18 +98,12 @@ class ClientCertificateRequired:
         await self.app(scope, receive, send)
 
 
-def guarded_protocol(
-    settings: ExtenderSettings, verbs: SchedulerVerbs | None = None
-) -> type[asyncio.Protocol]:
-    """uvicorn's httptools protocol with the limits of ``settings``; answering ``verbs``
-    itself when given (:class:`GuardedHttpProtocol`)."""
+def guarded_protocol(settings: ExtenderSettings) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with the limits of ``settings``."""
 
     class Protocol(GuardedHttpProtocol):
         request_seconds = settings.http_request_seconds
         max_header_bytes = settings.http_max_header_bytes
-        direct_verbs = verbs
-        max_body_bytes = settings.max_body_bytes
-        client_certificate_required = settings.tls_client_ca_file is not None
 
     return Protocol
 
@@ -129,39 +119,22 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     - request line and headers over :attr:`max_header_bytes` get 431 (httptools has no
       limit of its own);
     - the client certificate of a TLS connection, in the ASGI TLS extension
-      (``scope["extensions"]["tls"]["client_cert_chain"]``, PEM);
-    - with :attr:`direct_verbs`, kube-scheduler's calls of the verbs answered without waiting
-      on anything (:attr:`SchedulerVerbs.answered_now`) are answered here, in one write, from
-      a callback queued once the request is whole (so after whatever the event loop had
-      queued before, as the app's task would be: a bind received just before, on another
-      connection, counts its pod on its node before this call is decided): no ASGI cycle,
-      task, middleware or message dicts, which cost about as much per call as a decision
-      over 500 nodes. Only a plain request takes this way (``POST`` of exactly ``/filter``,
-      ``/prioritize`` or ``/preempt`` over HTTP/1.1, with a Content-Length within the body
-      limit, no ``Expect``, nothing before it still being answered on its connection nor
-      waiting for the client to read (uvicorn's flow control), the concurrency limit not
-      reached, and a client certificate where one is required); any other goes through the
-      ASGI app, which answers it as before (413, 503, 403, ...). The answer, its status
-      codes, metrics and Server-Timing are the app's (:meth:`SchedulerVerbs.answer_now`).
+      (``scope["extensions"]["tls"]["client_cert_chain"]``, PEM).
+
+    It overrides uvicorn's parser callbacks and reads ``cycle``, ``scope`` and
+    ``timeout_keep_alive_task``, which uvicorn does not promise to keep: pyproject bounds
+    uvicorn to the releases ``tests/extender/test_slow_clients.py``,
+    ``test_served_verbs.py`` and ``test_client_certificates.py`` ran against.
     """
 
     request_seconds: float = 60.0
     max_header_bytes: int = 64 * 1024
-    direct_verbs: SchedulerVerbs | None = None
-    max_body_bytes: int = 256 * 1024 * 1024
-    client_certificate_required: bool = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_bytes = 0
         self._request_timer: asyncio.TimerHandle | None = None
         self._tls = _tls_extension(transport)
-        self._direct: str | None = None
-        self._direct_body: list[bytes] = []
-        self._direct_keep_alive = True
-        self._direct_pending = 0
-        """Requests received whole whose answer is queued (:meth:`on_message_complete`)."""
-        self._closing_when_answered = False
         self.timeout_keep_alive_task = self.loop.call_later(
             self.timeout_keep_alive, self.timeout_keep_alive_handler
         )
@@ -172,11 +145,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        # a request that follows one answered here in the same read: the keep-alive timer that
-        # answer armed must not run while this one is handled (the request timer bounds it)
-        self._unset_keepalive_if_required()
         self._header_bytes = 0
-        self._direct = None
         if self._tls is not None:
             self.scope["extensions"] = {"tls": dict(self._tls)}  # type: ignore[dict-item]
         self._stop_request_timer()
@@ -190,120 +159,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._count_header_bytes(len(name) + len(value) + 4)
         super().on_header(name, value)
 
-    def on_headers_complete(self) -> None:
-        verb = self._direct_verb()
-        if verb is None:
-            super().on_headers_complete()
-            return
-        self._direct = verb
-        self._direct_body = []
-        self._direct_keep_alive = self.parser.should_keep_alive()
-
-    def on_body(self, body: bytes) -> None:
-        if self._direct is not None:
-            self._direct_body.append(body)
-        else:
-            super().on_body(body)
-
     def on_message_complete(self) -> None:
         self._stop_request_timer()
-        verb = self._direct
-        if verb is None:
-            super().on_message_complete()
-            return
-        self._direct = None
-        body, self._direct_body = b"".join(self._direct_body), []
-        # answered once the callbacks already queued have run, as the app's task would be: a
-        # request received just before on another connection (a bind, which counts its pod
-        # on its node first thing) is handled before this one is decided
-        self._direct_pending += 1
-        self.loop.call_soon(self._answer, verb, body, self._direct_keep_alive)
-
-    def shutdown(self) -> None:
-        if self._direct is not None or self._direct_pending:
-            self._closing_when_answered = True
-            if self.cycle is not None and not self.cycle.response_complete:
-                self.cycle.keep_alive = False
-        else:
-            super().shutdown()
-
-    def _direct_verb(self) -> str | None:
-        """The verb this request calls, if it is answered here (see the class)."""
-        verbs = self.direct_verbs
-        if verbs is None:
-            return None
-        verb = DIRECT_PATHS.get(self.url)
-        if verb is None or verb not in verbs.answered_now:
-            return None
-        parser = self.parser
-        if parser.get_method() != b"POST" or parser.get_http_version() != "1.1":
-            return None
-        if self.expect_100_continue or parser.should_upgrade() or self.pipeline:
-            return None
-        if self.cycle is not None and not self.cycle.response_complete:
-            return None  # an earlier request on this connection is still being answered
-        if self.flow.write_paused:
-            # the client is not reading its answers: the app waits for it to, and uvicorn
-            # stops reading the requests behind, rather than answers piling up here
-            return None
-        limit = self.limit_concurrency
-        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
-            return None
-        if self.client_certificate_required and not (self._tls or {}).get("client_cert_chain"):
-            return None
-        length = None
-        for name, value in self.headers:
-            if name == b"content-length":
-                if length is not None or not value.isdigit():
-                    return None
-                length = int(value)
-            elif name == b"transfer-encoding":
-                return None
-        if length is None or length > self.max_body_bytes:
-            return None
-        return verb
-
-    def _answer(self, verb: str, body: bytes, keep_alive: bool) -> None:
-        self._direct_pending -= 1
-        if self.transport.is_closing():
-            return  # the client went away (or the connection was cut): no one to answer
-        later = (
-            self._direct is not None
-            or self._direct_pending > 0
-            or bool(self.pipeline)
-            or (self.cycle is not None and not self.cycle.response_complete)
-        )
-        close = not keep_alive or (self._closing_when_answered and not later)
-        try:
-            self._write_answer(verb, body, close)
-        except Exception:  # nothing was written: say so by closing
-            logger.exception("%s: internal error answering in the protocol", verb)
-            self.transport.close()
-            return
-        if close:
-            self.transport.close()
-        if later:
-            # a later request on this connection is under way: its answer arms the keep-alive
-            # timer, this one's must not (it would run while that one is handled)
-            self.server_state.total_requests += 1
-        else:
-            self.on_response_complete()
-
-    def _write_answer(self, verb: str, body: bytes, close: bool) -> None:
-        verbs = self.direct_verbs
-        assert verbs is not None
-        status, answer, timing = verbs.answer_now(verb, body, time.perf_counter())
-        head = [STATUS_LINE[status]]
-        for name, value in self.server_state.default_headers:
-            head += (name, b": ", value, b"\r\n")
-        head.append(
-            b"content-type: application/json\r\ncontent-length: %d\r\nserver-timing: %s\r\n"
-            % (len(answer), timing)
-        )
-        if close:
-            head.append(b"connection: close\r\n")
-        head += (b"\r\n", answer)
-        self.transport.write(b"".join(head))
+        super().on_message_complete()
 
     def send_400_response(self, msg: str) -> None:
         if self._header_bytes > self.max_header_bytes:
@@ -347,10 +205,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, reason, len(body), body)
         )
         self.transport.close()
-
-
-DIRECT_PATHS = {f"/{verb}".encode(): verb for verb in ("filter", "prioritize", "preempt")}
-"""The request targets answered by :class:`GuardedHttpProtocol` itself, exactly as sent."""
 
 
 class HeadersTooLarge(Exception):

@@ -106,13 +106,6 @@ class ExtenderSettings(KubeClientSettings):
     """Open connections plus requests in progress beyond which new requests get 503
     (uvicorn's limit_concurrency). Idle keep-alive connections count, so it stays well above
     what kube-scheduler and the probes open; the open-files limit is raised to allow it."""
-    http_verbs_direct: bool = True
-    """Answer kube-scheduler's filter, prioritize and preempt calls in the HTTP protocol
-    itself, in one write, rather than through the ASGI app that serves every other route:
-    the same answers, status codes, metrics and Server-Timing, for less CPU per call. A
-    request that is not plain (see :class:`extender.serving.GuardedHttpProtocol`), and filter
-    with --elastic-quota (its answer waits on a write), always go through the app. Off
-    (``--no-http-verbs-direct``) to compare the two."""
     log_level: str = Field(default="INFO", pattern=r"(?i)^(debug|info|warning|error)$")
     """debug, info, warning or error."""
     log_format: LogFormat = "text"

@@ -118,10 +118,8 @@ def _filter_failed(error: Exception) -> tuple[int, Any]:
 
 
 class SchedulerVerbs:
-    """The verbs of one extender (filter, prioritize, preempt, bind), as an ASGI app; and,
-    for the verbs answered without waiting on anything (:attr:`answered_now`), as a plain
-    call from a request body to the answer's bytes (:meth:`answer_now`), which the HTTP
-    protocol of :mod:`extender.serving` makes without the ASGI app."""
+    """The verbs of one extender (filter, prioritize, preempt, bind), as an ASGI app served
+    ahead of FastAPI: body limits, 400/405/413, metrics and Server-Timing."""
 
     def __init__(self, state: VerbsState) -> None:
         self._state = state
@@ -132,8 +130,6 @@ class SchedulerVerbs:
         if state.extender.quota is None:
             # with elastic quotas, a filter answer waits on writing the pod's admission
             self._decide["filter"] = self._filter_now
-        self.answered_now = frozenset(self._decide)
-        """The verbs whose answer is made without awaiting anything."""
 
     @property
     def max_body_bytes(self) -> int:
@@ -160,16 +156,6 @@ class SchedulerVerbs:
             status, payload = self._failed(verb, e)
         status, encoded, timing = self._answered(verb, started, status, payload)
         await _send(send, status, encoded, [(b"server-timing", timing)])
-
-    def answer_now(self, verb: str, body: bytes, started: float) -> tuple[int, bytes, bytes]:
-        """The answer to ``body``, for one of :attr:`answered_now`, received whole at
-        ``started`` (:func:`time.perf_counter`): its status, its body and its Server-Timing
-        value, counted in the metrics as the ASGI app's answers are."""
-        try:
-            status, payload = self._decide[verb](body)
-        except Exception as e:  # noqa: BLE001 - every failure is an answer (_failed logs it)
-            status, payload = self._failed(verb, e)
-        return self._answered(verb, started, status, payload)
 
     def _failed(self, verb: str, error: Exception) -> tuple[int, Any]:
         if isinstance(error, BadRequest):

@@ -62,7 +62,6 @@ def test_the_extenders_args_are_its_own_flags(style: str, listing: str) -> None:
             "extender": {
                 "filterMessages": style,
                 "filterRejections": listing,
-                "httpVerbsDirect": False,
             }
         }
     )
@@ -70,8 +69,6 @@ def test_the_extenders_args_are_its_own_flags(style: str, listing: str) -> None:
     args = container(rendered[("Deployment", "loadsched-extender")])["args"]
     parsed = parse_args(args)
     assert (parsed.filter_messages, parsed.filter_rejections) == (style, listing)
-    # the default is the extender's own (on); off is said
-    assert parsed.http_verbs_direct is (None if style == "per-node" else False)
 
 
 def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:
