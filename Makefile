@@ -64,13 +64,13 @@ setup: $(STAMP)
 fresh-check:
 	scripts/fresh-check.sh
 
-## lint: ruff, ruff format, mypy strict (the code, scripts, the unit tests), import-linter contracts
+## lint: ruff, ruff format, mypy strict (the code, scripts, the unit and end-to-end tests), import-linter contracts
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/mypy scripts
-	$(BIN)/mypy tests --exclude '^tests/e2e/'
+	$(BIN)/mypy tests
 	$(BIN)/lint-imports
 
 ## bench: benchmarks under bench/

@@ -20,6 +20,7 @@ from shared.annotations import Sample, decode
 from shared.load_model import LoadRules, NodeLoad, evaluate
 from shared.policy import load_policy
 from tests.e2e.conftest import NODES, RULES
+from tests.e2e.objects import meta_of, spec_of
 
 pytestmark = pytest.mark.e2e
 
@@ -61,12 +62,12 @@ def annotators(sandbox: Sandbox, stack: MetricsStack) -> Iterator[list[str]]:
         sandbox.annotate_node(node.name, dict.fromkeys(RULES.keys))
 
 
-def annotations(sandbox: Sandbox, node: str) -> dict[str, str]:
-    return sandbox.core.read_node(node).metadata.annotations or {}
+def node_annotations(sandbox: Sandbox, node: str) -> dict[str, str]:
+    return meta_of(sandbox.core.read_node(node)).annotations or {}
 
 
 def value(sandbox: Sandbox, node: str, key: str) -> float | None:
-    reading = decode(annotations(sandbox, node).get(key))
+    reading = decode(node_annotations(sandbox, node).get(key))
     return reading.value if isinstance(reading, Sample) else None
 
 
@@ -80,7 +81,7 @@ def patches_written(url: str) -> float:
 
 def holder(sandbox: Sandbox) -> str | None:
     lease = k8s.CoordinationV1Api(sandbox.api).read_namespaced_lease(LEASE, "default")
-    return lease.spec.holder_identity
+    return spec_of(lease).holder_identity
 
 
 def test_annotations_follow_the_exporter(sandbox: Sandbox, annotators: list[str]) -> None:
@@ -95,13 +96,13 @@ def test_annotations_follow_the_exporter(sandbox: Sandbox, annotators: list[str]
     wait_for(written, timeout=90, what="annotations with the exporter's load", interval=1)
     metric_keys = [k for k in FAST_RULES.keys if k != "node_hot_value"]
     wait_for(
-        lambda: all(set(metric_keys) <= set(annotations(sandbox, n.name)) for n in NODES),
+        lambda: all(set(metric_keys) <= set(node_annotations(sandbox, n.name)) for n in NODES),
         timeout=60,
         what="every metric on every node",
         interval=1,
     )
     for node in NODES:
-        found = annotations(sandbox, node.name)
+        found = node_annotations(sandbox, node.name)
         for key in FAST_RULES.keys:
             if key != "node_hot_value":
                 text = found[key]
@@ -188,9 +189,9 @@ def test_one_writer_and_failover_within_20s(sandbox: Sandbox, annotators: list[s
         interval=0.5,
     )
     assert time.monotonic() - killed_at < 20
-    before = annotations(sandbox, "node-1")["cpu_usage_avg_5m"]
+    before = node_annotations(sandbox, "node-1")["cpu_usage_avg_5m"]
     wait_for(
-        lambda: annotations(sandbox, "node-1")["cpu_usage_avg_5m"] != before,
+        lambda: node_annotations(sandbox, "node-1")["cpu_usage_avg_5m"] != before,
         timeout=20,
         what="the new leader to write",
     )
@@ -203,9 +204,9 @@ def test_prometheus_down_leaves_old_values_that_age_out(
     stack.prometheus.stop()
     try:
         time.sleep(2)
-        before = {n.name: annotations(sandbox, n.name) for n in NODES}
+        before = {n.name: node_annotations(sandbox, n.name) for n in NODES}
         time.sleep(12)  # more than two 5 s periods
-        after = {n.name: annotations(sandbox, n.name) for n in NODES}
+        after = {n.name: node_annotations(sandbox, n.name) for n in NODES}
         metric_keys = [k for k in FAST_RULES.keys if k != "node_hot_value"]
         for node in NODES:
             assert {k: after[node.name][k] for k in metric_keys} == {

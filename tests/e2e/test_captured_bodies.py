@@ -17,6 +17,7 @@ from sandbox.capture import CapturingProxy
 from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
 from sandbox.processes import wait_for
 from tests.e2e.conftest import NODES
+from tests.e2e.objects import sent_as
 
 pytestmark = pytest.mark.e2e
 
@@ -63,11 +64,14 @@ def test_capture_filter_prioritize_preempt(
             )
             sandbox.wait_bound("batch=filler", len(NODES))
             scheduling.create_priority_class(
-                {
-                    "metadata": {"name": "capture-high"},
-                    "value": 1000,
-                    "preemptionPolicy": "PreemptLowerPriority",
-                }
+                sent_as(
+                    k8s.V1PriorityClass,
+                    {
+                        "metadata": {"name": "capture-high"},
+                        "value": 1000,
+                        "preemptionPolicy": "PreemptLowerPriority",
+                    },
+                )
             )
             for name in ("capture-names", "capture-full"):
                 sandbox.create_pods(

@@ -19,6 +19,7 @@ from extender.cli import parse_args
 from sandbox import chart
 from sandbox.cluster import Sandbox, pod_body
 from sandbox.processes import wait_for
+from tests.e2e.objects import sent_as, status_of
 
 pytestmark = pytest.mark.e2e
 
@@ -72,7 +73,9 @@ def test_the_extenders_args_are_its_own_flags(style: str, listing: str) -> None:
 
 
 def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:
-    sandbox.core.create_namespace({"metadata": {"name": "loadsched-system"}})
+    sandbox.core.create_namespace(
+        sent_as(k8s.V1Namespace, {"metadata": {"name": "loadsched-system"}})
+    )
     chart.apply(
         sandbox, list(yaml.safe_load_all((FIXTURES / "stub-crds.yaml").read_text())), dry_run=False
     )
@@ -262,20 +265,23 @@ def test_dispatch_runs_apart_and_alone_holds_the_job_permissions() -> None:
 
 def may(sandbox: Sandbox, account: str, verb: str, resource: str, group: str) -> bool:
     review = k8s.AuthorizationV1Api(sandbox.api).create_subject_access_review(
-        {
-            "spec": {
-                "user": f"system:serviceaccount:default:{account}",
-                "groups": ["system:serviceaccounts", "system:serviceaccounts:default"],
-                "resourceAttributes": {
-                    "verb": verb,
-                    "resource": resource,
-                    "group": group,
-                    "namespace": "batch",
-                },
-            }
-        }
+        sent_as(
+            k8s.V1SubjectAccessReview,
+            {
+                "spec": {
+                    "user": f"system:serviceaccount:default:{account}",
+                    "groups": ["system:serviceaccounts", "system:serviceaccounts:default"],
+                    "resourceAttributes": {
+                        "verb": verb,
+                        "resource": resource,
+                        "group": group,
+                        "namespace": "batch",
+                    },
+                }
+            },
+        ),
     )
-    return bool(review.status.allowed)
+    return bool(status_of(review).allowed)
 
 
 def test_the_extenders_account_cannot_touch_jobs_when_dispatch_runs_apart(

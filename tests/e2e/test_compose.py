@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_GO = "github.com/compose-spec/compose-go/v2@v2.16.2"
 
 
-def compose_schema() -> dict:
+def compose_schema() -> dict[str, Any]:
     result = subprocess.run(
         ["go", "mod", "download", "-json", COMPOSE_GO],
         capture_output=True,
@@ -29,7 +30,8 @@ def compose_schema() -> dict:
         cwd=ROOT / "hack" / "helm",
     )
     folder = Path(json.loads(result.stdout)["Dir"])
-    return json.loads((folder / "schema" / "compose-spec.json").read_text())
+    schema: dict[str, Any] = json.loads((folder / "schema" / "compose-spec.json").read_text())
+    return schema
 
 
 def test_compose_file_follows_the_specification() -> None:

@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from sandbox import kwok
 from sandbox.cluster import Sandbox
 from sandbox.processes import wait_for
+from tests.e2e.objects import meta_of, name_of, sent_as, status_of
 
 pytestmark = pytest.mark.e2e
 
@@ -45,7 +46,7 @@ ARGS: list[str] = []
 
 @pytest.fixture(scope="module")
 def replicas(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    sandbox.core.create_namespace({"metadata": {"name": NAMESPACE}})
+    sandbox.core.create_namespace(sent_as(k8s.V1Namespace, {"metadata": {"name": NAMESPACE}}))
     path: Path = tmp_path_factory.mktemp("replicas") / "templates.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -84,12 +85,13 @@ def pending_pods(sandbox: Sandbox, template: str) -> int:
     pods = sandbox.core.list_namespaced_pod(
         NAMESPACE, label_selector=f"{TEMPLATE_LABEL}={template}"
     ).items
-    return sum(1 for p in pods if p.status.phase == "Pending")
+    return sum(1 for p in pods if status_of(p).phase == "Pending")
 
 
 def active(job: k8s.V1Job) -> bool:
     return not any(
-        c.status == "True" and c.type in ("Complete", "Failed") for c in job.status.conditions or ()
+        c.status == "True" and c.type in ("Complete", "Failed")
+        for c in status_of(job).conditions or ()
     )
 
 
@@ -133,7 +135,7 @@ def test_max_active_holds_across_two_replicas(sandbox: Sandbox, replicas: list[s
     assert_ten_created(answers, "(maxActive 10)")
     assert most <= 10
     created = {a.json()["name"] for a in answers if a.status_code == 201}
-    assert {j.metadata.name for j in jobs_of(sandbox, "capped")} == created
+    assert {name_of(j) for j in jobs_of(sandbox, "capped")} == created
     # a key already dispatched is answered by either replica, whatever the pressure
     key = next(f"capped-{i}" for i, a in enumerate(answers) if a.status_code == 201)
     for url in replicas:
@@ -186,7 +188,7 @@ def test_a_key_is_not_dispatched_again_after_the_ttl_deleted_its_job(
         db.execute("insert into tasks values (1, 'one')")
     assert "1 rows, 1 Jobs created" in run_poller(replicas[0], database)
     [job] = jobs_of(sandbox, "kept")
-    name, uid = job.metadata.name, job.metadata.uid
+    name, uid = name_of(job), meta_of(job).uid
     # its pod succeeds, and the ttl-after-finished controller deletes the Job a second later
     wait_for(lambda: not jobs_of(sandbox, "kept"), timeout=60, what="the TTL to delete the Job")
 

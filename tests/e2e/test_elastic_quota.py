@@ -30,6 +30,7 @@ from sandbox import kwok
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox
 from sandbox.lag import LaggingRelay
 from sandbox.processes import wait_for
+from tests.e2e.objects import sent_as
 
 pytestmark = pytest.mark.e2e
 
@@ -166,21 +167,26 @@ def clear(sandbox: Sandbox) -> None:
 def quota_cluster(sandbox: Sandbox) -> Iterator[dict[str, str]]:
     sandbox.install_crd(CRD)
     for body in NODES:
-        sandbox.core.create_node(body)
+        sandbox.core.create_node(sent_as(k8s.V1Node, body))
     sandbox.wait_schedulable({body["metadata"]["name"] for body in NODES})
     for namespace in NAMESPACES:
-        sandbox.core.create_namespace({"metadata": {"name": namespace}})
+        sandbox.core.create_namespace(sent_as(k8s.V1Namespace, {"metadata": {"name": namespace}}))
     scheduling = k8s.SchedulingV1Api(sandbox.api)
     scheduling.create_priority_class(
-        {
-            "metadata": {"name": "online"},
-            "value": 1000000,
-            "preemptionPolicy": "Never",
-            "description": "online services: never preempt anyone",
-        }
+        sent_as(
+            k8s.V1PriorityClass,
+            {
+                "metadata": {"name": "online"},
+                "value": 1000000,
+                "preemptionPolicy": "Never",
+                "description": "online services: never preempt anyone",
+            },
+        )
     )
     for name, value in PRIORITIES.items():
-        scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+        scheduling.create_priority_class(
+            sent_as(k8s.V1PriorityClass, {"metadata": {"name": name}, "value": value})
+        )
     extender = sandbox.start_extender(name="extender-quota", args=["--elastic-quota"])
     sandbox.start_scheduler(
         SCHEDULER, scheduler_name=SCHEDULER, extender=ExtenderSpec(extender, ignorable=False)
@@ -215,12 +221,12 @@ Pods = dict[str, tuple[str, str | None]]
 
 def pods_of(sandbox: Sandbox, namespace: str) -> Pods:
     """name → (uid, node) of the namespace's pods that are not being deleted."""
-    pods = sandbox.core.list_namespaced_pod(namespace).items
-    return {
-        p.metadata.name: (p.metadata.uid, p.spec.node_name)
-        for p in pods
-        if p.metadata and p.spec and not p.metadata.deletion_timestamp
-    }
+    found: Pods = {}
+    for p in sandbox.core.list_namespaced_pod(namespace).items:
+        if p.metadata and p.spec and not p.metadata.deletion_timestamp:
+            assert p.metadata.name is not None and p.metadata.uid is not None, p.metadata
+            found[p.metadata.name] = (p.metadata.uid, p.spec.node_name)
+    return found
 
 
 def wait_bound(
@@ -296,19 +302,22 @@ def test_the_user_story(
     )
     batch.create_namespaced_job(
         A,
-        {
-            "metadata": {"name": "job"},
-            "spec": {
-                "parallelism": 2,
-                "completions": 2,
-                "backoffLimit": 20,
-                # its pods run until evicted (kwok ends a Job's pods after 1 s otherwise)
-                "template": {
-                    "metadata": {"annotations": kwok.lifecycle(runs="1h")},
-                    "spec": pod_spec("2", restartPolicy="Never"),
+        sent_as(
+            k8s.V1Job,
+            {
+                "metadata": {"name": "job"},
+                "spec": {
+                    "parallelism": 2,
+                    "completions": 2,
+                    "backoffLimit": 20,
+                    # its pods run until evicted (kwok ends a Job's pods after 1 s otherwise)
+                    "template": {
+                        "metadata": {"annotations": kwok.lifecycle(runs="1h")},
+                        "spec": pod_spec("2", restartPolicy="Never"),
+                    },
                 },
             },
-        },
+        ),
     )
     wait_bound(sandbox, A, "job-", 2)
     sandbox.create_pods(

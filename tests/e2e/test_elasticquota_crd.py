@@ -28,6 +28,7 @@ def test_crd_and_objects(sandbox: Sandbox) -> None:
     created = custom.create_namespaced_custom_object(
         "scheduling.x-k8s.io", "v1alpha1", "default", "elasticquotas", body
     )
+    assert isinstance(created, dict)  # the client types a custom object as object
     quota = ElasticQuota.from_object(created)
     assert (
         quota.namespace == "default"

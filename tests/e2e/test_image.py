@@ -22,6 +22,7 @@ from sandbox.cluster import ExtenderSpec, Sandbox, free_port, pod_body
 from sandbox.image import Container, Image, build_image, container_kubeconfig, podman
 from sandbox.metrics_stack import MetricsStack
 from tests.e2e.conftest import LOADS, NODES, OVERLOADED, RULES
+from tests.e2e.objects import meta_of
 
 pytestmark = pytest.mark.e2e
 
@@ -177,7 +178,7 @@ def test_the_annotator_dry_runs_once_against_the_cluster(
     )
 
     def load_annotations() -> dict[str, dict[str, str]]:
-        found = {n.name: sandbox.core.read_node(n.name).metadata.annotations or {} for n in NODES}
+        found = {n.name: meta_of(sandbox.core.read_node(n.name)).annotations or {} for n in NODES}
         return {node: {k: v for k, v in a.items() if k in RULES.keys} for node, a in found.items()}
 
     before = load_annotations()

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -22,6 +23,7 @@ from sandbox import kwok
 from sandbox.cluster import Sandbox
 from sandbox.postgres import Postgres
 from sandbox.processes import wait_for
+from tests.e2e.objects import meta_of, name_of, sent_as, spec_of, status_of
 
 pytestmark = pytest.mark.e2e
 
@@ -31,38 +33,48 @@ AUTH: dict[str, str] = {}
 
 
 def service_account_token(sandbox: Sandbox, name: str) -> str:
-    sandbox.core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": name}})
-    request = sandbox.core.create_namespaced_service_account_token(
-        name, NAMESPACE, {"spec": {"expirationSeconds": 3600}}
+    sandbox.core.create_namespaced_service_account(
+        NAMESPACE, sent_as(k8s.V1ServiceAccount, {"metadata": {"name": name}})
     )
-    return str(request.status.token)
+    request = sandbox.core.create_namespaced_service_account_token(
+        name,
+        NAMESPACE,
+        sent_as(k8s.AuthenticationV1TokenRequest, {"spec": {"expirationSeconds": 3600}}),
+    )
+    return str(status_of(request).token)
 
 
 def grant_dispatch(sandbox: Sandbox, account: str) -> None:
     """What the cluster's RBAC must allow a dispatcher: batch jobs and cronjobs."""
     rbac = k8s.RbacAuthorizationV1Api(sandbox.api)
     rbac.create_cluster_role(
-        {
-            "metadata": {"name": "loadsched-dispatch-test"},
-            "rules": [
-                {
-                    "apiGroups": ["batch"],
-                    "resources": ["jobs", "cronjobs"],
-                    "verbs": ["create", "get", "list", "watch", "delete"],
-                }
-            ],
-        }
+        sent_as(
+            k8s.V1ClusterRole,
+            {
+                "metadata": {"name": "loadsched-dispatch-test"},
+                "rules": [
+                    {
+                        "apiGroups": ["batch"],
+                        "resources": ["jobs", "cronjobs"],
+                        "verbs": ["create", "get", "list", "watch", "delete"],
+                    }
+                ],
+            },
+        )
     )
     rbac.create_cluster_role_binding(
-        {
-            "metadata": {"name": "loadsched-dispatch-test"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "loadsched-dispatch-test",
+        sent_as(
+            k8s.V1ClusterRoleBinding,
+            {
+                "metadata": {"name": "loadsched-dispatch-test"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "loadsched-dispatch-test",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
             },
-            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}],
-        }
+        )
     )
 
 
@@ -83,7 +95,7 @@ def dispatch_url(
     sandbox: Sandbox, schedulers: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     assert "loadsched" in schedulers
-    sandbox.core.create_namespace({"metadata": {"name": NAMESPACE}})
+    sandbox.core.create_namespace(sent_as(k8s.V1Namespace, {"metadata": {"name": NAMESPACE}}))
     path: Path = tmp_path_factory.mktemp("dispatch") / "templates.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -142,10 +154,21 @@ def pods_of(sandbox: Sandbox, job: str) -> list[k8s.V1Pod]:
 def start_pods(sandbox: Sandbox, job: str) -> None:
     """Let the Job's waiting pods start (kwok runs them, then they exit after a second)."""
     for pod in pods_of(sandbox, job):
-        kwok.start_now(sandbox.core, pod.metadata.name, NAMESPACE)
+        kwok.start_now(sandbox.core, name_of(pod), NAMESPACE)
 
 
-def job_state(url: str, name: str) -> dict[str, object]:
+def exit_codes(pod: k8s.V1Pod) -> set[int]:
+    """The exit codes of a finished pod's containers."""
+    containers = status_of(pod).container_statuses
+    assert containers is not None, pod
+    codes: set[int] = set()
+    for container in containers:
+        assert container.state is not None and container.state.terminated is not None, container
+        codes.add(container.state.terminated.exit_code)
+    return codes
+
+
+def job_state(url: str, name: str) -> dict[str, Any]:
     response = httpx.get(f"{url}/v1/jobs/{NAMESPACE}/{name}", headers=AUTH, timeout=10)
     return response.json() if response.status_code == 200 else {"status": response.status_code}
 
@@ -155,7 +178,8 @@ def test_dispatch_idempotency_and_backpressure(sandbox: Sandbox, dispatch_url: s
     assert first.status_code == 201, first.text
     name = first.json()["name"]
     job = k8s.BatchV1Api(sandbox.api).read_namespaced_job(name, NAMESPACE)
-    env = job.spec.template.spec.containers[0].env
+    env = spec_of(spec_of(job).template).containers[0].env
+    assert env is not None
     assert [(e.name, e.value) for e in env] == [("ROW_ID", "1")]
     assert post(dispatch_url, "work", "row-1", ROW_ID="1").json()["created"] is False
 
@@ -197,7 +221,7 @@ def test_dispatch_idempotency_and_backpressure(sandbox: Sandbox, dispatch_url: s
     )
     described = job_state(dispatch_url, name)
     assert described["succeeded"] == 2 and described["completions"] == 2
-    assert set(described["pods"].values()) == {"Succeeded"}  # type: ignore[union-attr]
+    assert set(described["pods"].values()) == {"Succeeded"}
     listed = httpx.get(
         f"{dispatch_url}/v1/jobs", params={"state": "succeeded"}, headers=AUTH
     ).json()
@@ -238,11 +262,11 @@ def test_ttl_cleanup_and_backoff_limit(sandbox: Sandbox, dispatch_url: str) -> N
         timeout=90,
         what="the flaky Job to fail",
     )
-    reasons = [c["reason"] for c in job_state(dispatch_url, flaky)["conditions"]]  # type: ignore[union-attr]
+    reasons = [c["reason"] for c in job_state(dispatch_url, flaky)["conditions"]]
     assert "BackoffLimitExceeded" in reasons
-    failed = [p for p in pods_of(sandbox, flaky) if p.status.phase == "Failed"]
+    failed = [p for p in pods_of(sandbox, flaky) if status_of(p).phase == "Failed"]
     assert len(failed) == 2
-    exits = {s.state.terminated.exit_code for p in failed for s in p.status.container_statuses}
+    exits = {code for p in failed for code in exit_codes(p)}
     assert exits == {1}
 
 
@@ -263,7 +287,7 @@ def test_a_job_runs_to_complete_within_its_limits(sandbox: Sandbox, dispatch_url
 
     def complete() -> bool:
         pods = pods_of(sandbox, name)
-        running.add(sum(p.status.phase in ("Pending", "Running") for p in pods))
+        running.add(sum(status_of(p).phase in ("Pending", "Running") for p in pods))
         repeated.append(post(dispatch_url, "batch", "b-1"))
         return job_state(dispatch_url, name).get("state") == "succeeded"
 
@@ -272,14 +296,16 @@ def test_a_job_runs_to_complete_within_its_limits(sandbox: Sandbox, dispatch_url
         a.status_code == 200 and a.json()["created"] is False for a in repeated
     ), [a.text for a in repeated]
     job = batch.read_namespaced_job(name, NAMESPACE)
-    assert job.status.succeeded == 3 and not job.status.failed
+    assert status_of(job).succeeded == 3 and not status_of(job).failed
     assert max(running) == 2  # parallelism
-    kinds = {c.type for c in job.status.conditions if c.status == "True"}
+    conditions = status_of(job).conditions
+    assert conditions is not None
+    kinds = {c.type for c in conditions if c.status == "True"}
     assert "Complete" in kinds
     # its pods ran on kwok's nodes and exited 0
     pods = pods_of(sandbox, name)
-    assert len(pods) == 3 and {p.status.phase for p in pods} == {"Succeeded"}
-    assert all(p.status.pod_ip for p in pods)
+    assert len(pods) == 3 and {status_of(p).phase for p in pods} == {"Succeeded"}
+    assert all(status_of(p).pod_ip for p in pods)
     # once both are done, the waiting key goes through; the TTL then deletes the Job
     wait_for(
         lambda: post(dispatch_url, "batch", "b-3").status_code == 201,
@@ -329,17 +355,18 @@ def test_cronjob_fires_and_respects_forbid(sandbox: Sandbox, dispatch_url: str) 
             j
             for j in batch.list_namespaced_job(NAMESPACE).items
             if any(
-                o.kind == "CronJob" and o.name == name for o in j.metadata.owner_references or ()
+                o.kind == "CronJob" and o.name == name for o in meta_of(j).owner_references or ()
             )
         ]
 
     wait_for(lambda: len(jobs_of_cron()) == 1, timeout=90, what="the CronJob to fire")
     first = jobs_of_cron()[0]
-    assert first.spec.template.spec.containers[0].env[0].value == "cron"
+    env = spec_of(spec_of(first).template).containers[0].env
+    assert env is not None and env[0].value == "cron"
     described = httpx.get(f"{dispatch_url}/v1/cronjobs/{NAMESPACE}/{name}", headers=AUTH).json()
     assert described["schedule"] == "* * * * *" and described["concurrencyPolicy"] == "Forbid"
     # its Job's pods never start (template work): the next minutes are skipped, not run beside it
-    scheduled = first.metadata.creation_timestamp
+    scheduled = meta_of(first).creation_timestamp
     wait_for(
         lambda: any(
             e.reason == "JobAlreadyActive"
@@ -350,7 +377,7 @@ def test_cronjob_fires_and_respects_forbid(sandbox: Sandbox, dispatch_url: str) 
         timeout=90,
         what="the CronJob controller to skip a run under Forbid",
     )
-    assert [j.metadata.name for j in jobs_of_cron()] == [first.metadata.name]
+    assert [name_of(j) for j in jobs_of_cron()] == [name_of(first)]
     assert scheduled is not None
     # the same key updates the CronJob
     updated = httpx.post(
@@ -414,7 +441,7 @@ def polled_keys(sandbox: Sandbox) -> list[str]:
         .list_namespaced_job(NAMESPACE, label_selector="loadsched.io/template=polled")
         .items
     )
-    return sorted(j.metadata.annotations["loadsched.io/key"] for j in jobs)
+    return sorted((meta_of(j).annotations or {})["loadsched.io/key"] for j in jobs)
 
 
 def test_poller_dispatches_each_row_once_across_restarts(

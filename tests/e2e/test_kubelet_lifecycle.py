@@ -18,6 +18,7 @@ from sandbox import kwok
 from sandbox.cluster import NodeSpec, Sandbox
 from sandbox.processes import wait_for
 from tests.e2e.conftest import LOADS, load_annotations
+from tests.e2e.objects import meta_of, name_of, sent_as, spec_of, status_of
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +31,7 @@ LOADS_ONE_COOL = {name: 0.12 if name == COOL else max(usage, 0.80) for name, usa
 
 @pytest.fixture(scope="module")
 def namespace(sandbox: Sandbox) -> Iterator[str]:
-    sandbox.core.create_namespace({"metadata": {"name": NAMESPACE}})
+    sandbox.core.create_namespace(sent_as(k8s.V1Namespace, {"metadata": {"name": NAMESPACE}}))
     yield NAMESPACE
     sandbox.core.delete_namespace(NAMESPACE)
 
@@ -74,12 +75,12 @@ def running(sandbox: Sandbox, app: str) -> list[k8s.V1Pod]:
     return [
         p
         for p in pods(sandbox, app)
-        if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+        if status_of(p).phase == "Running" and not meta_of(p).deletion_timestamp
     ]
 
 
 def ready(node: k8s.V1Node) -> str:
-    return next((c.status for c in node.status.conditions or () if c.type == "Ready"), "")
+    return next((c.status for c in status_of(node).conditions or () if c.type == "Ready"), "")
 
 
 def test_a_lost_node_s_pods_are_replaced_on_nodes_under_their_limits(
@@ -120,9 +121,9 @@ def test_a_lost_node_s_pods_are_replaced_on_nodes_under_their_limits(
         body = replica_set(
             "moved", 3, scheduler="loadsched", tolerations=tolerate, affinity=prefer_lost
         )
-        apps.create_namespaced_replica_set(namespace, body)
+        apps.create_namespaced_replica_set(namespace, sent_as(k8s.V1ReplicaSet, body))
         wait_for(lambda: len(running(sandbox, "moved")) == 3, timeout=60, what="3 pods running")
-        first = {p.metadata.name: p.spec.node_name for p in running(sandbox, "moved")}
+        first = {name_of(p): spec_of(p).node_name for p in running(sandbox, "moved")}
         on_lost = {name for name, node in first.items() if node == LOST.name}
         assert on_lost, first
 
@@ -138,7 +139,7 @@ def test_a_lost_node_s_pods_are_replaced_on_nodes_under_their_limits(
         def unreachable() -> set[str]:
             node = sandbox.core.read_node(LOST.name)
             keys = "node.kubernetes.io/unreachable"
-            return {t.effect for t in node.spec.taints or () if t.key == keys}
+            return {t.effect for t in spec_of(node).taints or () if t.key == keys}
 
         wait_for(
             lambda: unreachable() == {"NoExecute", "NoSchedule"},
@@ -148,20 +149,19 @@ def test_a_lost_node_s_pods_are_replaced_on_nodes_under_their_limits(
 
         # the taint manager evicts them after their 5 s; nothing finishes the delete there
         def evicted() -> bool:
-            gone = [p for p in pods(sandbox, "moved") if p.metadata.name in on_lost]
-            return len(gone) == len(on_lost) and all(p.metadata.deletion_timestamp for p in gone)
+            gone = [p for p in pods(sandbox, "moved") if name_of(p) in on_lost]
+            return len(gone) == len(on_lost) and all(meta_of(p).deletion_timestamp for p in gone)
 
         wait_for(evicted, timeout=60, what="the lost node's pods evicted")
         for pod in pods(sandbox, "moved"):
-            if pod.metadata.name in on_lost:
-                reasons = {
-                    c.reason for c in pod.status.conditions or () if c.type == "DisruptionTarget"
-                }
-                assert reasons == {"DeletionByTaintManager"}, pod.status.conditions
+            if name_of(pod) in on_lost:
+                conditions = status_of(pod).conditions
+                reasons = {c.reason for c in conditions or () if c.type == "DisruptionTarget"}
+                assert reasons == {"DeletionByTaintManager"}, conditions
 
         # the ReplicaSet replaces them, and loadsched puts them on the one node under the limits
         wait_for(lambda: len(running(sandbox, "moved")) == 3, timeout=60, what="3 pods again")
-        now = {p.metadata.name: p.spec.node_name for p in running(sandbox, "moved")}
+        now = {name_of(p): spec_of(p).node_name for p in running(sandbox, "moved")}
         replacements = {name: node for name, node in now.items() if name not in first}
         assert len(replacements) == len(on_lost)
         assert set(replacements.values()) == {COOL}, replacements
@@ -173,10 +173,8 @@ def test_a_lost_node_s_pods_are_replaced_on_nodes_under_their_limits(
         # Deliberately forced, as an operator does for a node that is gone: no kubelet is
         # left to finish these deletes.
         for pod in sandbox.core.list_namespaced_pod(namespace).items:
-            if pod.spec.node_name == LOST.name:
-                sandbox.core.delete_namespaced_pod(
-                    pod.metadata.name, namespace, grace_period_seconds=0
-                )
+            if spec_of(pod).node_name == LOST.name:
+                sandbox.core.delete_namespaced_pod(name_of(pod), namespace, grace_period_seconds=0)
         wait_for(
             lambda: not sandbox.core.list_namespaced_pod(namespace).items,
             timeout=60,
@@ -186,7 +184,7 @@ def test_a_lost_node_s_pods_are_replaced_on_nodes_under_their_limits(
 
 def evict(sandbox: Sandbox, name: str) -> int:
     """Ask the Eviction API to evict ``name``; the HTTP status of the answer."""
-    body = {"metadata": {"name": name, "namespace": NAMESPACE}}
+    body = sent_as(k8s.V1Eviction, {"metadata": {"name": name, "namespace": NAMESPACE}})
     try:
         sandbox.core.create_namespaced_pod_eviction(name, NAMESPACE, body)
     except k8s.ApiException as error:
@@ -198,7 +196,7 @@ def last_phases(sandbox: Sandbox, name: str, namespace: str, since: str) -> list
     """The events of pod ``name`` after resource version ``since`` until it is deleted (at
     most 30 s), each as (type, phase)."""
     seen: list[tuple[str, str]] = []
-    stream = watch.Watch()
+    stream: Any = watch.Watch()  # type: ignore[no-untyped-call]  # kubernetes.watch is unannotated
     for event in stream.stream(
         sandbox.core.list_namespaced_pod,
         namespace,
@@ -219,20 +217,26 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
     policy = k8s.PolicyV1Api(sandbox.api)
     # each pod takes 3 s to stop once asked, as a real program finishing its work
     apps.create_namespaced_replica_set(
-        namespace, replica_set("evicted", 3, scheduler="default-scheduler", stops_after="3s")
+        namespace,
+        sent_as(
+            k8s.V1ReplicaSet,
+            replica_set("evicted", 3, scheduler="default-scheduler", stops_after="3s"),
+        ),
     )
     try:
         wait_for(lambda: len(running(sandbox, "evicted")) == 3, timeout=60, what="3 pods")
 
         # no budget: the eviction is accepted and the pod stops gracefully
-        victim = running(sandbox, "evicted")[0].metadata.name
+        victim = name_of(running(sandbox, "evicted")[0])
         assert evict(sandbox, victim) == 201
         stopping = sandbox.core.read_namespaced_pod(victim, namespace)
-        assert stopping.metadata.deletion_timestamp is not None
-        assert stopping.spec.termination_grace_period_seconds == 30
+        assert meta_of(stopping).deletion_timestamp is not None
+        assert spec_of(stopping).termination_grace_period_seconds == 30
         # as a kubelet, kwok reports it terminal after its 3 s (ended by SIGTERM: Failed), then
         # finishes the delete
-        seen = last_phases(sandbox, victim, namespace, stopping.metadata.resource_version)
+        since = meta_of(stopping).resource_version
+        assert since is not None
+        seen = last_phases(sandbox, victim, namespace, since)
         assert seen[-2:] == [("MODIFIED", "Failed"), ("DELETED", "Failed")], seen
         wait_for(lambda: len(running(sandbox, "evicted")) == 3, timeout=60, what="a replacement")
 
@@ -241,13 +245,15 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
             "metadata": {"name": "evicted"},
             "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "evicted"}}},
         }
-        policy.create_namespaced_pod_disruption_budget(namespace, budget)
+        policy.create_namespaced_pod_disruption_budget(
+            namespace, sent_as(k8s.V1PodDisruptionBudget, budget)
+        )
 
         def healthy(expected: int) -> Callable[[], bool]:
             def check() -> bool:
                 status = policy.read_namespaced_pod_disruption_budget("evicted", namespace).status
                 return (
-                    bool(status)
+                    status is not None
                     and status.current_healthy == 3
                     and status.disruptions_allowed == expected
                 )
@@ -255,16 +261,16 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
             return check
 
         wait_for(healthy(0), timeout=60, what="the budget to count 3 healthy pods")
-        kept = running(sandbox, "evicted")[0].metadata.name
+        kept = name_of(running(sandbox, "evicted")[0])
         assert evict(sandbox, kept) == 429
-        assert not sandbox.core.read_namespaced_pod(kept, namespace).metadata.deletion_timestamp
+        assert not meta_of(sandbox.core.read_namespaced_pod(kept, namespace)).deletion_timestamp
 
         # a budget of one: one eviction passes, a second one at once is refused
         policy.patch_namespaced_pod_disruption_budget(
             "evicted", namespace, {"spec": {"minAvailable": 2}}
         )
         wait_for(healthy(1), timeout=60, what="the budget to allow one disruption")
-        first, second = (p.metadata.name for p in running(sandbox, "evicted")[:2])
+        first, second = (name_of(p) for p in running(sandbox, "evicted")[:2])
         assert evict(sandbox, first) == 201
         assert evict(sandbox, second) == 429
         wait_for(lambda: len(running(sandbox, "evicted")) == 3, timeout=60, what="a replacement")

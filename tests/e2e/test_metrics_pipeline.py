@@ -45,8 +45,12 @@ def test_recording_rules_follow_the_exporter(stack: MetricsStack) -> None:
         "cpu_usage_max_avg_1h",
         "mem_usage_max_avg_1d",
     ):
+
+        def evaluated(rule: str = rule) -> bool:
+            return set(prometheus.query(rule)) == everyone
+
         wait_for(
-            lambda rule=rule: set(prometheus.query(rule)) == everyone,
+            evaluated,
             timeout=30,
             what=f"{rule} for every node",
         )

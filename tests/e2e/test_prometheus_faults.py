@@ -33,6 +33,7 @@ from shared.annotations import Sample, decode
 from shared.load_model import LoadRules, NodeLoad, evaluate
 from shared.policy import parse_policy
 from tests.e2e.conftest import NODES
+from tests.e2e.objects import meta_of
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +62,7 @@ Values = dict[str, dict[str, str | None]]
 def metric_values(sandbox: Sandbox, nodes: list[NodeSpec]) -> Values:
     out: Values = {}
     for node in nodes:
-        found = sandbox.core.read_node(node.name).metadata.annotations or {}
+        found = meta_of(sandbox.core.read_node(node.name)).annotations or {}
         out[node.name] = {key: found.get(key) for key in KEYS}
     return out
 
@@ -163,7 +164,8 @@ def _stale_later(values: Values) -> bool:
     """Each node's values, read one period + 5 minutes after they were measured, are
     unknown (stale) to the load model: what stays in place ages out."""
     for name, per_node in values.items():
-        load = NodeLoad.from_annotations(name, per_node, RULES)
+        written = {key: text for key, text in per_node.items() if text is not None}
+        load = NodeLoad.from_annotations(name, written, RULES)
         readings = [decode(t) for t in per_node.values()]
         stamps = [r.timestamp for r in readings if isinstance(r, Sample)]
         if len(stamps) != len(KEYS):

@@ -25,6 +25,7 @@ from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
 from shared.annotations import Sample, decode
 from tests.e2e.conftest import NODES
+from tests.e2e.objects import meta_of, spec_of, status_of
 
 pytestmark = pytest.mark.e2e
 
@@ -69,13 +70,18 @@ def stack(sandbox: Sandbox) -> Iterator[MetricsStack]:
 
 def annotated_since(sandbox: Sandbox, since: datetime) -> bool:
     for node in sandbox.core.list_node().items:
-        reading = decode((node.metadata.annotations or {}).get("cpu_usage_avg_1m"))
+        reading = decode((meta_of(node).annotations or {}).get("cpu_usage_avg_1m"))
         if not (isinstance(reading, Sample) and reading.timestamp >= since):
             return False
     return True
 
 
-def burst(sandbox: Sandbox, stack: MetricsStack, tmp_path_factory, strategy: Strategy) -> dict:
+def burst(
+    sandbox: Sandbox,
+    stack: MetricsStack,
+    tmp_path_factory: pytest.TempPathFactory,
+    strategy: Strategy,
+) -> dict[str, int]:
     """Place one burst with ``strategy``; pods per node once every pod is bound or refused."""
     reason = strategy.cannot_run()
     if reason is not None:
@@ -115,13 +121,15 @@ def burst(sandbox: Sandbox, stack: MetricsStack, tmp_path_factory, strategy: Str
             refused = [
                 p
                 for p in pods
-                if not p.spec.node_name
+                if not spec_of(p).node_name
                 and any(
                     c.type == "PodScheduled" and c.reason == "Unschedulable"
-                    for c in p.status.conditions or ()
+                    for c in status_of(p).conditions or ()
                 )
             ]
-            return len(pods) == BURST and all(p.spec.node_name for p in pods if p not in refused)
+            return len(pods) == BURST and all(
+                spec_of(p).node_name for p in pods if p not in refused
+            )
 
         wait_for(settled, timeout=60, what=f"{strategy.key}: every pod bound or refused")
         placed = sandbox.placements(f"burst={strategy.key}")
@@ -133,15 +141,15 @@ def burst(sandbox: Sandbox, stack: MetricsStack, tmp_path_factory, strategy: Str
                 sandbox.supervisor.stop_named(name)
         sandbox.delete_pods(f"burst={strategy.key}")
     counts = dict.fromkeys((n.name for n in NODES), 0)
-    for node in placed.values():
-        if node:
-            counts[node] += 1
+    for placed_on in placed.values():
+        if placed_on:
+            counts[placed_on] += 1
     return counts
 
 
 @pytest.fixture(scope="module")
 def bursts(
-    sandbox: Sandbox, stack: MetricsStack, tmp_path_factory
+    sandbox: Sandbox, stack: MetricsStack, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str], dict[str, int]]:
     """Pods per node of one burst through a strategy, placed once per module."""
     placed: dict[str, dict[str, int]] = {}

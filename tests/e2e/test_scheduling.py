@@ -11,6 +11,7 @@ import pytest
 from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
 from sandbox.processes import wait_for
 from tests.e2e.conftest import LOADS, NODES, OVERLOADED
+from tests.e2e.objects import status_of
 
 pytestmark = pytest.mark.e2e
 
@@ -123,7 +124,7 @@ def test_per_reason_messages_count_the_nodes(
 
     def unschedulable(name: str) -> str:
         pod = sandbox.core.read_namespaced_pod(name, "default")
-        for condition in pod.status.conditions or ():
+        for condition in status_of(pod).conditions or ():
             if condition.type == "PodScheduled" and "nodes are available" in (
                 condition.message or ""
             ):

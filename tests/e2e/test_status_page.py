@@ -30,6 +30,7 @@ from sandbox.processes import wait_for
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
 from shared.policy import DEFAULT_POLICY_YAML, default_policy
+from tests.e2e.objects import sent_as
 
 pytestmark = pytest.mark.e2e
 
@@ -198,24 +199,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox,
             ("team-a", {"min": {"cpu": "1"}, "max": {"cpu": "2"}}, "1500m"),
             ("team-b", {"min": {"cpu": "2"}}, None),
         ):
-            box.core.create_namespace({"metadata": {"name": namespace}})
+            box.core.create_namespace(sent_as(k8s.V1Namespace, {"metadata": {"name": namespace}}))
             create_quota(box, namespace, spec)
             if cpu:
                 box.core.create_namespaced_pod(
                     namespace,
-                    {
-                        "metadata": {"name": "worker"},
-                        "spec": {
-                            "nodeName": "node-3",
-                            "containers": [
-                                {
-                                    "name": "c",
-                                    "image": "registry.invalid/w:1",
-                                    "resources": {"requests": {"cpu": cpu}},
-                                }
-                            ],
+                    sent_as(
+                        k8s.V1Pod,
+                        {
+                            "metadata": {"name": "worker"},
+                            "spec": {
+                                "nodeName": "node-3",
+                                "containers": [
+                                    {
+                                        "name": "c",
+                                        "image": "registry.invalid/w:1",
+                                        "resources": {"requests": {"cpu": cpu}},
+                                    }
+                                ],
+                            },
                         },
-                    },
+                    ),
                 )
         url = box.start_extender(
             name="extender-status",
@@ -235,19 +239,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox,
         # a pod the extender sees bound after the samples: estimated on node-3
         box.core.create_namespaced_pod(
             "default",
-            {
-                "metadata": {"name": "just-placed"},
-                "spec": {
-                    "nodeName": "node-3",
-                    "containers": [
-                        {
-                            "name": "c",
-                            "image": "registry.invalid/w:1",
-                            "resources": {"requests": {"cpu": "2"}},
-                        }
-                    ],
+            sent_as(
+                k8s.V1Pod,
+                {
+                    "metadata": {"name": "just-placed"},
+                    "spec": {
+                        "nodeName": "node-3",
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "registry.invalid/w:1",
+                                "resources": {"requests": {"cpu": "2"}},
+                            }
+                        ],
+                    },
                 },
-            },
+            ),
         )
 
         def settled() -> bool:
@@ -316,26 +323,26 @@ def test_the_page_shows_what_the_api_says(cluster: tuple[Sandbox, str]) -> None:
     }
     for quota in status["quotas"]["items"]:
         for resource, r in quota["resources"].items():
-            cells = [text for _, text in quotas[(quota["namespace"], resource)]]
-            assert cells[2:] == [r["used"], r["min"], r["max"] or "∞", r["borrowed"], r["lent"]]
+            texts = [text for _, text in quotas[(quota["namespace"], resource)]]
+            assert texts[2:] == [r["used"], r["min"], r["max"] or "∞", r["borrowed"], r["lent"]]
     team_a = next(q for q in status["quotas"]["items"] if q["namespace"] == "team-a")
     assert team_a["borrower"] and team_a["resources"]["cpu"]["borrowed"] == "500m"
 
     (template,) = status["templates"]["items"]
-    cells = [text for _, text in dom.table("template")["report"]]
-    assert cells[2:4] == ["1 / 1", f"{template['pending']} / 3"]
-    assert cells[4] == f"429: {template['refusing']}"
+    texts = [text for _, text in dom.table("template")["report"]]
+    assert texts[2:4] == ["1 / 1", f"{template['pending']} / 3"]
+    assert texts[4] == f"429: {template['refusing']}"
     assert "maxActive 1" in template["refusing"]
 
     # the explain box shows the explain API's own answer (or its error)
     assert dom.by_id["explain-state"].split()[0] == str(explain_code) == "200"
-    shown = dom.table("explained")
-    assert list(shown) == [n["node"] for n in explained["nodes"]]  # best first, as the API
+    explained_rows = dom.table("explained")
+    assert list(explained_rows) == [n["node"] for n in explained["nodes"]]  # best first, as the API
     for node in explained["nodes"]:
-        cells = [text for _, text in shown[node["node"]]]
-        assert cells[1] == ("passes" if node["passed"] else "rejected")
-        assert cells[2] == str(node["score"]["final"])
-        assert cells[4] == (node["rejected_by"] or "")
+        texts = [text for _, text in explained_rows[node["node"]]]
+        assert texts[1] == ("passes" if node["passed"] else "rejected")
+        assert texts[2] == str(node["score"]["final"])
+        assert texts[4] == (node["rejected_by"] or "")
     quota = explained["quota"]
     assert dom.by_id["explain-quota"].startswith(
         f"elastic quota: {'admits' if quota['admitted'] else 'refuses'} ({quota['rule']})"

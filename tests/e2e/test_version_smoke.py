@@ -83,6 +83,7 @@ def schedule(sandbox: Sandbox, scheduler: str, count: int) -> dict[str, str]:
 
 
 def test_the_control_plane_is_the_release_asked_for(sandbox: Sandbox) -> None:
+    assert sandbox.bin is not None
     for command in ("kube-scheduler", "kube-apiserver"):
         answer = subprocess.run(
             [str(sandbox.bin / command), "--version"], capture_output=True, text=True, check=True
