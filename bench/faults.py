@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.results import Figure, measured, record
+from bench.targets import target
 from sandbox.cluster import Sandbox
 from sandbox.faults import FaultRow, quota_two_replicas
 from sandbox.faults_cluster import (
@@ -37,6 +39,9 @@ from sandbox.faults_cluster import (
 )
 
 FAULTS = ("apiserver", "etcd", "compaction", "extender", "annotator", "quota")
+
+
+LOST = target("faults", "lost")
 
 
 def say(line: str) -> None:
@@ -84,7 +89,26 @@ def main() -> int:
     lost = sum(row.lost for row in rows)
     missed = sum(1 for row in rows if not row.met)
     print(f"lost in all: {lost} (target 0); targets missed: {missed}")
+    record("faults", figures(rows))
     return 0 if lost == 0 and missed == 0 else 1
+
+
+def figures(rows: list[FaultRow]) -> list[Figure]:
+    """Each fault's work lost (judged by ``faults.lost``) and its recovery time, judged by the
+    row's own target when it has one (as printed above)."""
+    kept: list[Figure] = []
+    for row in rows:
+        kept.append(measured(LOST, row.lost, name=f"{row.fault}: work lost ({row.work})"))
+        kept.append(
+            Figure(
+                f"{row.fault}: recovery",
+                row.recover_seconds,
+                "s",
+                bound=row.target or None,
+                verdict=("met" if row.met else "MISSED") if row.target else None,
+            )
+        )
+    return kept
 
 
 if __name__ == "__main__":

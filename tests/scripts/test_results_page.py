@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import results
+from bench import faults, results
 from bench.results import Figure, measured, record
 from bench.targets import target
 from sandbox.build import kube_version
+from sandbox.faults import FaultRow
 from scripts import results_page
 
 
@@ -73,3 +74,21 @@ def test_a_run_on_another_kubernetes_release_is_kept_apart(
 
     assert "## scheduling@v1.35.4" in page and ", Kubernetes v1.35.4." in page
     assert f", Kubernetes {default}." in page
+
+
+def test_a_fault_run_keeps_what_was_lost_and_each_recovery_with_its_own_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    rows = [
+        FaultRow("extender SIGKILL", "20 pods", "all bound", 0, 4.2, "≤ 10 s", met=True),
+        FaultRow("etcd stopped 10 s", "5 Jobs", "1 Job twice", 1, 12.5),
+    ]
+    record("faults", faults.figures(rows))
+
+    page = results_page.render(results_page.read(tmp_path))
+
+    assert "| extender SIGKILL: work lost (20 pods) | 0 items | ≤ 0 items | met |" in page
+    assert "| etcd stopped 10 s: work lost (5 Jobs) | 1 items | ≤ 0 items | **MISSED** |" in page
+    assert "| extender SIGKILL: recovery | 4.2 s | ≤ 10 s | met |" in page
+    assert "| etcd stopped 10 s: recovery | 12.5 s |  |  |" in page
