@@ -190,7 +190,10 @@ class AnnotationSync:
             for node, values in pending:
                 if not self._may_write():
                     return
-                written += await self._write_one(node, values)
+                # awaited first: ``written += await ...`` would read the count before the
+                # write and drop what the other writers added meanwhile
+                done = await self._write_one(node, values)
+                written += done
 
         await asyncio.gather(*(writer() for _ in range(min(self._concurrency, len(writes)))))
         return written

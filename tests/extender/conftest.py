@@ -11,7 +11,7 @@ from shared.load_model import LoadRules
 from shared.policy import DynamicSchedulerPolicy, default_policy
 from tests.fakes.clock import NOW
 from tests.fakes.extender_calls import ClientFactory
-from tests.fakes.kube import FakeCollection
+from tests.fakes.kube import FakeCollection, served
 
 
 @pytest.fixture
@@ -26,7 +26,8 @@ def rules(policy: DynamicSchedulerPolicy) -> LoadRules:
 
 @pytest.fixture
 async def make_client(policy: DynamicSchedulerPolicy) -> AsyncIterator[ClientFactory]:
-    """Starts extender apps (lifespan included); ``fake`` turns on the node cache."""
+    """Starts extender apps (lifespan included); ``fake`` turns on the node cache, served on
+    127.0.0.1."""
     async with AsyncExitStack() as stack:
 
         async def build(
@@ -35,11 +36,13 @@ async def make_client(policy: DynamicSchedulerPolicy) -> AsyncIterator[ClientFac
             the_policy: DynamicSchedulerPolicy | None = None,
             **settings: object,
         ) -> httpx.AsyncClient:
+            # the fake API server behind a real socket, so the extender's client takes the
+            # path production takes (--kube-direct: watches read off the connection)
+            url = await stack.enter_async_context(served(fake.handler)) if fake else None
             app = create_app(
                 ExtenderSettings(**settings),  # type: ignore[arg-type]
                 policy=the_policy or policy,
-                endpoint=KubeEndpoint(host="https://api.test") if fake else None,
-                transport=fake.transport() if fake else None,
+                endpoint=KubeEndpoint(host=url) if url else None,
                 clock=lambda: NOW,
             )
             await stack.enter_async_context(app.router.lifespan_context(app))

@@ -10,15 +10,18 @@ import pytest
 from annotator.matching import NodeAddresses
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NodeStore, addresses_of
-from annotator.patching import NodePatcher
+from annotator.patching import NodePatcher, kube_client
 from annotator.sync.hot_value import BindingWindows
 from annotator.sync.prometheus import PrometheusClient
 from annotator.sync.rounds import AnnotationSync, MetricSync
 from annotator.sync.runner import Runner
+from shared.kube import direct
+from shared.kube.config import KubeEndpoint
 from shared.kube.retrying import RetryPolicy
 from shared.policy import DynamicSchedulerPolicy, default_policy, parse_policy
 from tests.fakes.annotator import FakeNodesAPI, FakePrometheus, node, store
 from tests.fakes.clock import NOW
+from tests.fakes.kube import served
 
 pytestmark = pytest.mark.anyio
 
@@ -33,6 +36,7 @@ class Harness:
         *,
         leader: bool = True,
         dry_run: bool = False,
+        kube: httpx.AsyncClient | None = None,
     ) -> None:
         self.prometheus = FakePrometheus(series)
         self.elapsed = 0.0
@@ -46,7 +50,7 @@ class Harness:
             prometheus=PrometheusClient("http://prom", transport=httpx.MockTransport(self.query)),
             nodes=self.nodes,
             patcher=NodePatcher(
-                httpx.AsyncClient(base_url="https://api", transport=self.api.transport()),
+                kube or httpx.AsyncClient(base_url="https://api", transport=self.api.transport()),
                 retry=RetryPolicy(backoff=0.001, backoff_max=0.01),
             ),
             windows=BindingWindows(policy.spec.hot_value),
@@ -95,6 +99,32 @@ async def test_one_query_per_metric_and_one_patch_per_node() -> None:
     assert text("loadsched_annotator_nodes_unmatched", {"metric": "cpu_usage_avg_5m"}) == 1
     assert text("loadsched_annotator_series_unmatched", {"metric": "cpu_usage_avg_5m"}) == 1
     assert text("loadsched_annotator_node_patches_total", {"kind": "annotations"}) == 2
+
+
+async def test_a_round_over_a_socket_writes_through_the_annotators_own_client() -> None:
+    """The client annotator.main builds (kube_client, ``--kube-direct``): each patch written
+    straight to a kept-alive connection, retried after a conflict, with the same bodies as
+    through httpx."""
+    api = FakeNodesAPI(fail={"n2": [409]})
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        return api.handler(request)
+
+    async with (
+        served(answer) as url,
+        kube_client(KubeEndpoint(host=url), max_connections=4) as client,
+    ):
+        assert direct.route(client) is not None
+        h = Harness(DEFAULT, ALL, kube=client)
+        h.api = api
+        report = await h.sync.sync(METRICS)
+    # n2's write, retried, ends after n1's: both counted
+    assert report.writes == 2
+    assert [name for name, _ in api.patches] == ["n1", "n2"]
+    assert api.content_types == ["application/merge-patch+json"] * 2
+    assert h.written()["n1"] == {
+        metric.name: f"{0.1 * (i + 1):.5f},{STAMP}" for i, metric in enumerate(METRICS)
+    }
 
 
 async def test_a_failing_metric_is_skipped_and_counted() -> None:
