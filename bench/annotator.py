@@ -377,14 +377,28 @@ async def measure(
         walls = walls_by[clients[0]]
         protocol, ratios_by = floor_ratios(walls, floors_by)
         ratios = ratios_by[protocol]
+        compared: list[Figure] = []
         for kind in clients[1:]:
             each = floor_ratios(walls_by[kind], floors_by)[1][protocol]
+            paired = [a / b for a, b in zip(walls_by[kind], walls, strict=True)]
+            low_p, high_p, cover_p = median_interval(paired)
             print(
                 f"round / floor ({protocol}) with the {kind} client (not judged): "
                 f"{', '.join(f'{r:.2f}x' for r in each)} (median {statistics.median(each):.2f}x, "
-                f"interval {'-'.join(f'{v:.2f}' for v in median_interval(each)[:2])}x); "
-                f"{kind} / {clients[0]} per round: "
-                + ", ".join(f"{a / b:.2f}" for a, b in zip(walls_by[kind], walls, strict=True))
+                f"interval {'-'.join(f'{v:.2f}' for v in median_interval(each)[:2])}x)"
+            )
+            print(
+                f"round with {kind} / with {clients[0]}, same round: "
+                f"{', '.join(f'{r:.2f}' for r in paired)} (median {statistics.median(paired):.2f}; "
+                f"it lies in {low_p:.2f}-{high_p:.2f} with {100 * cover_p:.0f} % confidence)"
+            )
+            compared.append(
+                Figure(
+                    f"annotator round with the {kind} client / with {clients[0]}, same round",
+                    statistics.median(paired),
+                    "ratio",
+                    interval=(low_p, high_p),
+                )
             )
         worst = max(walls)
         subset = random.Random(5).sample(specs, min(sample, len(specs)))
@@ -446,6 +460,7 @@ async def measure(
                 ),
                 measured(WRITES_PER_NODE, ours_writes / len(specs)),
                 Figure("queries per round / metrics due", ours_queries / len(jobs), "ratio"),
+                *compared,
             ],
         )
         await prometheus.aclose()
