@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--kubeconfig", help="kubeconfig (default: in-cluster)")
     add("--kube-context", help="kubeconfig context")
     add_kube_flags(add)
+    add(
+        "--kube-direct",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write node patches over connections of its own, not through httpx (default on)",
+    )
     add("--once", action="store_true", default=None, help="sync every metric once, then exit")
     add(
         "--dry-run",

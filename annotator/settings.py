@@ -53,6 +53,12 @@ class AnnotatorSettings(KubeClientSettings):
     """kubeconfig; in-cluster when unset."""
     kube_context: str | None = None
     """kubeconfig context."""
+    kube_direct: bool = True
+    """Write node annotation patches to the API server over connections of the annotator's
+    own, each in one write and its answer parsed by httptools, rather than through httpx: a
+    round patches every node, and httpx's work per request made rounds longer (see the
+    development docs, "One HTTP stack per job"). Off, every request goes through httpx. A
+    proxy named in the environment (``HTTPS_PROXY``) turns it off."""
     once: bool = False
     """Sync every metric once, then exit."""
     dry_run: bool = False

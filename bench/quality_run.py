@@ -71,7 +71,7 @@ def watch(box: Sandbox, selector: str, store: Bindings) -> Callable[[], None]:
     endpoint = load_endpoint(str(box.kubeconfig))
 
     async def run() -> None:
-        async with endpoint.client(direct=True) as client:
+        async with endpoint.client() as client:
             reflector = Reflector[Pod](
                 client=client,
                 path="/api/v1/namespaces/default/pods",

@@ -220,7 +220,7 @@ def watch_bindings(box: Sandbox, label: str, clock: BindingClock) -> threading.E
     endpoint = load_endpoint(str(box.kubeconfig))
 
     async def run() -> None:
-        async with endpoint.client(direct=True) as client:
+        async with endpoint.client() as client:
             reflector = Reflector[Pod](
                 client=client,
                 path="/api/v1/namespaces/default/pods",

@@ -36,6 +36,7 @@ from extender.dispatch.routes import cronjobs, jobs
 from extender.dispatch.templates import JobTemplate, load_templates
 from extender.scheduling import explain_routes
 from extender.scheduling import routes as scheduler
+from extender.scheduling.binding import BINDS_AT_ONCE
 from extender.scheduling.explain import Explainer
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_cache import NodeLoadCache, decode_node
@@ -63,6 +64,10 @@ from shared.settings import flag_and_variable
 from shared.version import VERSION
 
 logger = logging.getLogger(__name__)
+CONNECTIONS = 5 + BINDS_AT_ONCE + 10
+"""The API client's connections: one per watch (nodes, pods, quotas, Jobs, CronJobs, each
+holding its own for as long as it runs), the bindings written at once, and ten for the rest
+(reviews, Jobs created, admissions written)."""
 
 
 def utc_now() -> datetime:
@@ -335,9 +340,7 @@ def cluster_lifespan(
             logger.info("no cluster configured: answering full-node requests only")
             yield
             return
-        # a transport given is the tests' fake API server, which cannot be written to directly
-        direct = state.settings.kube_direct and transport is None
-        async with endpoint.client(transport=transport, direct=direct) as client:
+        async with endpoint.client(transport=transport, max_connections=CONNECTIONS) as client:
             access.attach(client)
             state.node_reflector = Reflector[Node](
                 client=client,

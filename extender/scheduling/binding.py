@@ -9,11 +9,8 @@ the pod (remembered from filter and prioritize, which carry it) is counted on it
 (:meth:`PlacementIndex.record_binding`), then bound with a ``Binding``; a failed binding is
 taken back and its error returned to kube-scheduler, which retries the pod.
 
-A burst's pods are bound at once, so each binding is written as bytes over kept-alive
-connections of the binder's own (:class:`shared.kube.kept_alive.DirectWrite`), at most
-:data:`BINDS_AT_ONCE` at a time, rather than through httpx, whose pool's work per request grows
-with the requests waiting (a client that cannot be written to directly, such as a test's fake
-transport, goes through httpx).
+A burst's pods are bound at once: at most :data:`BINDS_AT_ONCE` bindings are written at a time,
+the others wait their turn.
 
 The cost: with the bind verb configured, kube-scheduler cannot bind while the extender is down
 (``ignorable`` does not cover binding); the pods wait for it.
@@ -24,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from functools import partial
 from typing import NamedTuple
 from urllib.parse import quote
 
@@ -33,12 +29,8 @@ import httpx
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.wire import BindingArgs, BindingResult
 from shared.errors import APIError, APIUnreachableError
-from shared.kube import direct
-from shared.kube.bodies import JSON, encode
 from shared.kube.creating import create
-from shared.kube.kept_alive import ConnectionPool, DirectWrite
 from shared.kube.paths import PODS
-from shared.kube.requesting import retried
 from shared.kube.retrying import RetryPolicy
 from shared.pods import Pod
 
@@ -50,9 +42,6 @@ BINDS_AT_ONCE = 16
 """Bindings written at once (and connections kept for them); the others wait their turn."""
 
 
-JSON_TYPE = JSON["Content-Type"]
-
-
 class _Cluster(NamedTuple):
     """Where bindings are written, from :meth:`Binder.attach` to :meth:`Binder.detach`."""
 
@@ -60,9 +49,6 @@ class _Cluster(NamedTuple):
     retry: RetryPolicy
     turns: asyncio.Semaphore
     """At most :data:`BINDS_AT_ONCE` bindings written at once."""
-    pool: ConnectionPool | None
-    """The binder's own connections, when the client can be written to directly."""
-    write: DirectWrite | None
 
 
 class Binder:
@@ -73,19 +59,12 @@ class Binder:
 
     def attach(self, client: httpx.AsyncClient, retry: RetryPolicy) -> None:
         """Bind in ``client``'s cluster (called on the running event loop)."""
-        route = direct.route(client)
-        pool, write = None, None
-        if route is not None:
-            pool = ConnectionPool(route.tls, BINDS_AT_ONCE)
-            write = DirectWrite(pool, route, retry.http_timeout)
-        self._cluster = _Cluster(client, retry, asyncio.Semaphore(BINDS_AT_ONCE), pool, write)
+        self._cluster = _Cluster(client, retry, asyncio.Semaphore(BINDS_AT_ONCE))
 
     def detach(self) -> None:
-        """The cluster is gone (the service stops): its connections are closed. A binding
-        already under way ends on the cluster it started on."""
-        cluster, self._cluster = self._cluster, None
-        if cluster is not None and cluster.pool is not None:
-            cluster.pool.close()
+        """The cluster is gone (the service stops). A binding already under way ends on the
+        cluster it started on."""
+        self._cluster = None
 
     def remember(self, pod: Pod) -> None:
         """A pod kube-scheduler asked about (it may be bound next)."""
@@ -127,24 +106,15 @@ class Binder:
 async def _write(
     cluster: _Cluster, args: BindingArgs, body: Mapping[str, object], what: str
 ) -> None:
-    """POST the Binding: straight to the binder's connections, else through httpx."""
-    if cluster.write is None:
-        await create(
-            cluster.client,
-            PODS,
-            body,
-            namespace=args.PodNamespace,
-            name=args.PodName,
-            subresource="binding",
-            what=what,
-            retry=cluster.retry,
-        )
-        return
-    # quoted as httpx would: the names come from the request, unchecked
-    path = PODS.path(
-        quote(args.PodName, safe=""),
+    """POST the Binding; the names come from the request, unchecked, so they are quoted into
+    the path (a line break cannot add a header)."""
+    await create(
+        cluster.client,
+        PODS,
+        body,
         namespace=quote(args.PodNamespace, safe=""),
+        name=quote(args.PodName, safe=""),
         subresource="binding",
+        what=what,
+        retry=cluster.retry,
     )
-    send = partial(cluster.write.send, b"POST", path.encode(), encode(body), JSON_TYPE, what)
-    await retried(send, method="POST", what=what, retry=cluster.retry)

@@ -68,10 +68,9 @@ class KubeEndpoint:
     ) -> httpx.AsyncClient:
         """A new client for this endpoint. Close it when done.
 
-        ``direct``: a :class:`~shared.kube.direct.DirectClient`, whose watches (and the writes
-        of the services that make them many times) are written straight to the connection
-        (:mod:`shared.kube.direct`); with a ``transport`` of its own, the caller writes its
-        direct requests over that transport's connections (the annotator's PatchTransport).
+        ``direct``: a :class:`~shared.kube.direct.DirectClient`, carrying the route its owner
+        writes requests to the connection by (:mod:`shared.kube.direct`; the annotator's
+        PatchTransport, given as ``transport``, shares its connections with those writes).
 
         Keep ``max_connections`` near the number of requests in flight: httpcore checks every
         pooled connection on every request, so idle connections cost CPU."""

@@ -1,16 +1,15 @@
 """Requests written straight to the API server's socket, where httpx's own work per request
-would be most of the client's CPU: the annotator's node patches (a round patches every node),
-the extender's bindings, and watch streams (every event of every watched object,
-:mod:`shared.kube.streaming`).
+would be most of the client's CPU: the annotator's node patches (a round patches every node;
+:mod:`annotator.patching`).
 
 A :class:`Route` is how one client reaches the API server without httpx: the address, the TLS
 context httpx would use, the base path and the headers httpx would send, and the token, asked
 for on every request so a rotated one is used. It is chosen when the client is built:
-:meth:`shared.kube.config.KubeEndpoint.client` with ``direct=True`` (the services'
-``--kube-direct``, on by default) builds a :class:`DirectClient` carrying its route;
-:func:`route` gives it, or None for any other client (a test's fake transport, a proxy named
-in the environment, an auth scheme other than a token or client certificates), which then keeps
-going through httpx.
+:meth:`shared.kube.config.KubeEndpoint.client` with ``direct=True`` (the annotator's
+``--kube-direct``, on by default) builds a :class:`DirectClient` carrying its route; :func:`route`
+gives it, or None for any other client (a test's fake transport, a proxy named in the
+environment, an auth scheme other than a token or client certificates), which then keeps going
+through httpx.
 
 The connection is an :class:`asyncio.Protocol` on the running loop (uvloop's TLS, in C) and
 the answer is parsed by ``httptools``; failures are raised as httpx's transport errors, so
@@ -157,9 +156,9 @@ async def open_connection(
 
 
 class DirectClient(httpx.AsyncClient):
-    """An httpx client that also has a :class:`Route`: its watches, node patches and bindings
-    are written straight to the connection (:attr:`route` None: everything goes through
-    httpx)."""
+    """An httpx client that also has a :class:`Route`: the requests its owner makes thousands
+    of times (the annotator's node patches) are written straight to the connection
+    (:attr:`route` None: everything goes through httpx)."""
 
     route: Route | None = None
     pool: ConnectionPool | None = None

@@ -2,8 +2,7 @@
 request and response objects or httpcore's pool (building them, and checking every pooled
 connection on every request, cost more CPU than the rest of a write; with many writes waiting,
 httpcore's pool costs more the more wait). Used where one kind of write is made many times:
-the annotator's node patches (a round patches every node) and the extender's bindings (the
-bind verb, a burst's pods bound at once).
+the annotator's node patches (a round patches every node).
 
 The request is the one httpx would send for the client (its
 :class:`~shared.kube.direct.Route`: address, path prefix, ``Accept``, ``User-Agent`` and token,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -25,11 +24,6 @@ class KubeClientSettings(BaseSettings):
     """Longest wait between two tries; also caps a server's Retry-After."""
     kube_timeout: float = Field(default=retrying.DEFAULT_TIMEOUT, gt=0, le=300)
     """Seconds per try of a Kubernetes API call (watches excepted)."""
-    kube_direct: bool = True
-    """Write watch requests, node annotation patches (annotator) and bindings (extender) to the
-    API server's connection directly, their answers parsed by httptools, rather than through
-    httpx: about half the CPU per watch event and per write. Off, every request goes through
-    httpx. A proxy named in the environment (``HTTPS_PROXY``) turns it off for that client."""
 
     @field_validator("kube_retry_backoff_max")
     @classmethod
@@ -53,13 +47,6 @@ def add_flags(add: Callable[..., object]) -> None:
     """Add these settings' flags with ``add`` (a parser's or group's ``add_argument``)."""
     for flag, kind, text in FLAGS:
         add(flag, type=kind, help=text)
-    add(
-        "--kube-direct",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="write watches and the many writes straight to the API server's connection, "
-        "not through httpx (default on)",
-    )
 
 
 FLAGS: tuple[tuple[str, type, str], ...] = (

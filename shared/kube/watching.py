@@ -24,12 +24,10 @@ import httpx
 import msgspec
 
 from shared.errors import APIError, APIGoneError, APIUnreachableError
-from shared.kube import direct
 from shared.kube.config import WATCH_TIMEOUT
 from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.kube.status import Status, raise_for_status, status_error, unreachable
-from shared.kube.streaming import split_lines, stream_lines
 
 logger = logging.getLogger(__name__)
 
@@ -225,13 +223,7 @@ class Reflector(Generic[T]):
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(self._watch_seconds),
         }
-        route = direct.route(self._client)
         try:
-            if route is not None:
-                await stream_lines(
-                    route, self._path, params, self._handle, connect_timeout=WATCH_TIMEOUT.connect
-                )
-                return
             async with self._client.stream(
                 "GET", self._path, params=params, timeout=WATCH_TIMEOUT
             ) as response:
@@ -263,3 +255,21 @@ async def event_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     async for chunk in chunks:
         for line in split_lines(pending, chunk):
             yield line
+
+
+def split_lines(pending: list[bytes], chunk: bytes) -> list[bytes]:
+    """The non-empty lines ``chunk`` completes, split on ``\\n`` without decoding the text;
+    ``pending`` holds the start of a line not yet complete, from earlier chunks, and is
+    updated in place."""
+    if b"\n" not in chunk:
+        if chunk:
+            pending.append(chunk)
+        return []
+    first, *lines, last = chunk.split(b"\n")
+    if pending:
+        pending.append(first)
+        first = b"".join(pending)
+        pending.clear()
+    if last:
+        pending.append(last)
+    return [line for line in (first, *lines) if line]

@@ -36,8 +36,8 @@ async def make_client(policy: DynamicSchedulerPolicy) -> AsyncIterator[ClientFac
             the_policy: DynamicSchedulerPolicy | None = None,
             **settings: object,
         ) -> httpx.AsyncClient:
-            # the fake API server behind a real socket, so the extender's client takes the
-            # path production takes (--kube-direct: watches read off the connection)
+            # the fake API server behind a real socket, so the extender's client works as in
+            # production (its own transport, chunked watch answers)
             url = await stack.enter_async_context(served(fake.handler)) if fake else None
             app = create_app(
                 ExtenderSettings(**settings),  # type: ignore[arg-type]

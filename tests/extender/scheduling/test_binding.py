@@ -1,6 +1,6 @@
-"""The bind verb's Binding, written straight to the API server's socket (a real HTTP/1.1 server
-on 127.0.0.1): the request httpx would send, at most BINDS_AT_ONCE at a time, errors returned
-to kube-scheduler, names from the request quoted."""
+"""The bind verb's Binding, against a real HTTP/1.1 server on 127.0.0.1: the request sent, at
+most BINDS_AT_ONCE at a time, errors returned to kube-scheduler, names from the request
+quoted."""
 
 import asyncio
 import json
@@ -31,10 +31,9 @@ def args(name: str = "p1") -> BindingArgs:
 
 @asynccontextmanager
 async def attached(started: Started, attempts: int = 1) -> AsyncIterator[Binder]:
-    """A binder attached to a client of ``started``'s server (written to directly), detached
-    at the end."""
+    """A binder attached to a client of ``started``'s server, detached at the end."""
     binder = Binder(None)
-    async with started.endpoint.client(direct=True) as client:
+    async with started.endpoint.client(max_connections=BINDS_AT_ONCE) as client:
         binder.attach(client, RetryPolicy(attempts=attempts))
         try:
             yield binder
