@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 from shared.policy import EstimationPolicy, Resource, TargetLoadPacking
 from shared.quantity import parse_quantity
+from shared.scoring import go_round
 
 CPU_MILLIS = 1000
 
@@ -217,18 +218,20 @@ def predicted_cpu(
     overhead: Mapping[str, Fraction],
     settings: TargetLoadPacking,
 ) -> float:
-    """Trimaran's prediction of a pod's CPU use, in cores, from each container's (requests,
-    limits): the limit where one is set, else the request × ``requestsMultiplier``, else
-    ``defaultRequests``; plus the pod's overhead. Trimaran rounds each container to whole
-    millicores; so does this."""
+    """Trimaran's prediction of a pod's CPU use, in cores, from each regular container's
+    (requests, limits): the limit where one is set, else the request × ``requestsMultiplier``,
+    else ``defaultRequests``; plus the pod's overhead. Rounded to whole millicores as Trimaran
+    rounds them (``PredictUtilisation``): limits, requests and ``defaultRequests`` up (Kubernetes'
+    MilliValue), the request × multiplier half away from zero (Go's ``math.Round``). Like
+    Trimaran, init containers (sidecars too) are not counted."""
     millis = 0
     for requests, limits in containers:
         if "cpu" in limits:
             millis += _millis(limits["cpu"])
         elif "cpu" in requests:
-            millis += round(_millis(requests["cpu"]) * settings.requests_multiplier)
+            millis += go_round(_millis(requests["cpu"]) * settings.requests_multiplier)
         else:
-            millis += round(settings.default_requests * CPU_MILLIS)
+            millis += _millis(Fraction(settings.default_requests).limit_denominator(10**9))
     millis += _millis(overhead.get("cpu", Fraction(0)))
     return millis / CPU_MILLIS
 

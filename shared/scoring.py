@@ -9,8 +9,9 @@ plus the pod being placed, each as Trimaran predicts a pod's CPU) and ``T`` the 
     T < U ≤ 100:  round(T · (100 - U) / (100 - T))  falling from T to 0 (full)
     U > 100:      0
 
-A node without the metric scores 0 (Trimaran avoids it). One difference: Trimaran scores a
-node whose CPU capacity reads 0 as if it were empty (``T``); loadsched scores it 0.
+A node without the metric scores 0 (Trimaran avoids it). The node's size is its CPU capacity,
+else its allocatable (:meth:`shared.estimation.NodeSize.capacity`); a node with neither scores
+0, where Trimaran, reading capacity only, scores it as if empty (``T``).
 
 LoadVariationRiskBalancing, per resource with ``μ = (average used + pod's request) / size``
 and ``σ = stddev / size``, both clamped to [0, 1]::
@@ -18,8 +19,11 @@ and ``σ = stddev / size``, both clamped to [0, 1]::
     risk = (μ + clamp(margin · σ^(1/sensitivity), 0, 1)) / 2,  score = (1 - risk) · 100
 
 The node's score is the lower of the CPU and memory scores when both are known, the one known
-otherwise, 0 when neither is; rounded half away from zero (Go's ``math.Round``). A resource
-whose size reads 0 scores 0.
+otherwise, 0 when neither is; rounded half away from zero (Go's ``math.Round``). The size is
+the allocatable, else the capacity; a resource with neither, or with no fresh average, is left
+out (:func:`shared.strategies.strategy_inputs`), where Trimaran scores the first 0 and reads the
+second as an average of 0. The request counts sidecars as kube-scheduler does; Trimaran takes
+the largest of the containers' sum and each init container. A zero size given here scores 0.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ strategies depend on the pod; crane's least-loaded score does not). Pure."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -62,10 +63,11 @@ def strategy_inputs(
         if rules.estimation is not None:
             return Packed((value.value + added) * capacity, capacity)
         # Trimaran's own rule: pods bound since, or within its reporting interval before, the
-        # sample are predicted
-        since = value.timestamp - REPORTING_INTERVAL
+        # sample are predicted, compared in whole seconds as Trimaran compares them
         missing = sum(
-            p.predicted_cpu for p in placements if p.bound_at > since and p.gone_at is None
+            p.predicted_cpu
+            for p in placements
+            if p.gone_at is None and in_reporting_window(p.bound_at, value.timestamp)
         )
         return Packed(value.value * capacity + missing, capacity)
     if rules.risk is not None:
@@ -176,3 +178,13 @@ def ready_time(pod: Pod) -> datetime | None:
     """When ``pod`` became Ready; ``None`` when it is not, or the time is malformed."""
     stamp = pod.ready_at()
     return parse_timestamp(stamp) if stamp else None
+
+
+def in_reporting_window(bound_at: datetime, sample_at: datetime) -> bool:
+    """Whether a pod bound at ``bound_at`` may be missing from a sample taken at ``sample_at``,
+    as Trimaran decides it (``targetloadpacking.go``): in whole Unix seconds, bound after the
+    sample, or less than :data:`REPORTING_INTERVAL` before it. A pod bound 59.6 s before the
+    sample's second is in; one bound 60.4 s before it is out, though its fraction of a second
+    would put it within 60 s."""
+    bound, end = math.floor(bound_at.timestamp()), math.floor(sample_at.timestamp())
+    return bound > end or end - bound < REPORTING_INTERVAL.total_seconds()
