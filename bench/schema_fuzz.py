@@ -19,7 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.results import Figure, measured, record
+from bench.targets import target
 from tests.extender.test_schema_fuzz import FuzzReport, fuzz, serving
+
+FAILURES = target("schema_fuzz", "failures")
 
 EXAMPLES_PER_ROUND = 150
 """Examples per operation and mode in one round; rounds repeat until the target is met."""
@@ -59,6 +63,17 @@ def main() -> int:
     print(len(report.failures))
     for failure in report.failures[:50]:
         print(f"  {failure}")
+    record(
+        "schema_fuzz",
+        [
+            measured(
+                FAILURES,
+                len(report.failures),
+                name=f"of {report.requests} generated requests: 5xx, or a 4xx naming no field",
+            ),
+            Figure("5xx answers", fivexx, "answers"),
+        ],
+    )
     return 1 if report.failures else 0
 
 
