@@ -82,9 +82,11 @@ def kube_client(
     """The annotator's API client: with ``transport`` (the tests' fake API server), every
     request through it; else, with ``direct``, a :class:`PatchTransport` keeping up to
     ``max_connections`` connections of each kind, which :class:`NodePatcher` then writes to
-    directly; without, httpx's own transport for everything."""
+    directly; without, or when a proxy named in the environment applies to the API server,
+    httpx's own transport for everything."""
     patch_transport = None
-    if transport is None and direct:
+    # through a proxy named in the environment, everything goes through httpx, which honours it
+    if transport is None and direct and not direct_module.proxied(httpx.URL(endpoint.host)):
         transport = patch_transport = PatchTransport(endpoint, max_connections=max_connections)
     client = endpoint.client(
         transport=transport, max_connections=max_connections, direct=patch_transport is not None

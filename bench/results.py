@@ -86,14 +86,15 @@ def machine() -> dict[str, object]:
     }
 
 
-def record(bench: str, figures: list[Figure], *, quick: bool = False) -> Path:
+def record(bench: str, figures: list[Figure], *, quick: bool = False, cluster: bool = True) -> Path:
     """Write ``out/results/<bench>.json`` for this run (replacing the last one's). A run on a
     Kubernetes release other than the default (``LOADSCHED_KUBE_VERSION``) is kept apart, as
-    ``<bench>@<release>.json``, and says so in its command."""
+    ``<bench>@<release>.json``, and says so in its command; ``cluster=False`` for a bench that
+    starts none."""
     commit = _git("rev-parse", "--short=12", "HEAD")
     if commit and _git("status", "--porcelain", "--untracked-files=no"):
         commit += "+changes"
-    release, default = selected_version(), kube_version()
+    release, default = (selected_version(), kube_version()) if cluster else (None, None)
     command = ["python -m bench." + Path(sys.argv[0]).stem, *sys.argv[1:]]
     if release != default:
         bench = f"{bench}@{release}"

@@ -73,6 +73,7 @@ def main() -> int:
             ),
             Figure("5xx answers", fivexx, "answers"),
         ],
+        cluster=False,
     )
     return 1 if report.failures else 0
 

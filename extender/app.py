@@ -64,10 +64,10 @@ from shared.settings import flag_and_variable
 from shared.version import VERSION
 
 logger = logging.getLogger(__name__)
-CONNECTIONS = 5 + BINDS_AT_ONCE + 10
+CONNECTIONS = 5 + 10
 """The API client's connections: one per watch (nodes, pods, quotas, Jobs, CronJobs, each
-holding its own for as long as it runs), the bindings written at once, and ten for the rest
-(reviews, Jobs created, admissions written)."""
+holding its own for as long as it runs) and ten for the rest (reviews, Jobs created,
+admissions written). Bindings have a client of their own, :data:`BINDS_AT_ONCE` connections."""
 
 
 def utc_now() -> datetime:
@@ -340,7 +340,11 @@ def cluster_lifespan(
             logger.info("no cluster configured: answering full-node requests only")
             yield
             return
-        async with endpoint.client(transport=transport, max_connections=CONNECTIONS) as client:
+        async with (
+            endpoint.client(transport=transport, max_connections=CONNECTIONS) as client,
+            # the bindings' own connections: a burst of other calls cannot hold them up
+            endpoint.client(transport=transport, max_connections=BINDS_AT_ONCE) as binding,
+        ):
             access.attach(client)
             state.node_reflector = Reflector[Node](
                 client=client,
@@ -357,7 +361,7 @@ def cluster_lifespan(
             tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in reflectors]
             if quota is not None:
                 quota.attach(client, state.settings.kube_retry())
-            state.extender.binder.attach(client, state.settings.kube_retry())
+            state.extender.binder.attach(binding, state.settings.kube_retry())
             if state.explain is not None:
                 state.explain.attach(client, state.settings.kube_retry())
             if requeuer is not None:

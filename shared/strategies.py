@@ -183,8 +183,8 @@ def ready_time(pod: Pod) -> datetime | None:
 def in_reporting_window(bound_at: datetime, sample_at: datetime) -> bool:
     """Whether a pod bound at ``bound_at`` may be missing from a sample taken at ``sample_at``,
     as Trimaran decides it (``targetloadpacking.go``): in whole Unix seconds, bound after the
-    sample, or less than :data:`REPORTING_INTERVAL` before it. A pod bound 59.6 s before the
-    sample's second is in; one bound 60.4 s before it is out, though its fraction of a second
-    would put it within 60 s."""
+    sample, or less than :data:`REPORTING_INTERVAL` before it. For a sample at 1000 s, a pod
+    bound at 940.4 s is out (1000 - 940 = 60), though it was bound only 59.6 s before; one
+    bound at 941.5 s is in."""
     bound, end = math.floor(bound_at.timestamp()), math.floor(sample_at.timestamp())
     return bound > end or end - bound < REPORTING_INTERVAL.total_seconds()

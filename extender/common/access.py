@@ -223,7 +223,8 @@ class Authorizer:
             # a caller that goes away does not cancel the review the others wait for
             outcome = await asyncio.shield(running)
         if isinstance(outcome, Exception):
-            raise outcome
+            # shared by every caller (and kept): each raise starts a traceback of its own
+            raise outcome.with_traceback(None)
         return outcome
 
     async def _review_once(

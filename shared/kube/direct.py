@@ -7,9 +7,10 @@ context httpx would use, the base path and the headers httpx would send, and the
 for on every request so a rotated one is used. It is chosen when the client is built:
 :meth:`shared.kube.config.KubeEndpoint.client` with ``direct=True`` (the annotator's
 ``--kube-direct``, on by default) builds a :class:`DirectClient` carrying its route; :func:`route`
-gives it, or None for any other client (a test's fake transport, a proxy named in the
+gives it, or None for any other client (one built without ``direct``, a proxy named in the
 environment, an auth scheme other than a token or client certificates), which then keeps going
-through httpx.
+through httpx. A route names the endpoint's host: a caller that gives the client a transport of
+its own (a test's fake) does not ask for ``direct``.
 
 The connection is an :class:`asyncio.Protocol` on the running loop (uvloop's TLS, in C) and
 the answer is parsed by ``httptools``; failures are raised as httpx's transport errors, so
@@ -183,7 +184,7 @@ def route_for(
     base = client.base_url
     if auth is not None and not hasattr(auth, "authorization"):
         return None
-    if base.scheme not in PORTS or (not own_transport and _proxied(base)):
+    if base.scheme not in PORTS or (not own_transport and proxied(base)):
         return None
     lines = {
         "Host": base.netloc.decode("ascii"),
@@ -199,7 +200,7 @@ def route_for(
     )
 
 
-def _proxied(url: httpx.URL) -> bool:
+def proxied(url: httpx.URL) -> bool:
     """Whether requests to ``url`` would go through a proxy named in the environment
     (``HTTPS_PROXY`` and the like, less ``NO_PROXY``, as urllib reads them; httpx's own
     reading may differ at the edges): those keep going through httpx."""

@@ -9,6 +9,7 @@ import pytest
 
 from annotator.patching import NodePatcher, PatchTransport, kube_client
 from shared.errors import APIServerError, APIUnauthorizedError, APIUnreachableError
+from shared.kube import direct
 from shared.kube.config import KubeEndpoint
 from shared.kube.retrying import RetryPolicy
 from tests.fakes.raw_server import OK, Received, Serve
@@ -250,3 +251,18 @@ async def test_node_patcher_raises_the_api_error_once_it_may_not_retry(
         with pytest.raises(error, match=json.loads(answer.split(b"\r\n\r\n")[1])["message"]):
             await patcher.patch_annotations("n1", {"cpu": None})
     assert len(started.server.received) == sent
+
+
+async def test_through_a_proxy_every_request_goes_through_httpx(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A proxy named in the environment applies to the API server: no PatchTransport, so the
+    patches, the watches and the lease all go through httpx, which honours it."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    endpoint = KubeEndpoint(host="https://api.example")
+    async with kube_client(endpoint, max_connections=2) as client:
+        assert direct.route(client) is None
+        assert not isinstance(client._transport, PatchTransport)
+    monkeypatch.setenv("NO_PROXY", "api.example")
+    async with kube_client(endpoint, max_connections=2) as client:
+        assert direct.route(client) is not None
