@@ -108,10 +108,11 @@ def _direct_write(client: httpx.AsyncClient, timeout: httpx.Timeout) -> DirectWr
     """The direct path of a client :func:`kube_client` built with its own transport and token
     (or none: client certificates), over that transport's connections; None for any other
     client."""
-    route = direct_module.route(client)
-    if route is None or not isinstance(client, direct_module.DirectClient) or client.pool is None:
+    if not isinstance(client, direct_module.DirectClient):
         return None
-    return DirectWrite(client.pool, route, timeout)
+    if client.route is None or client.pool is None:
+        return None
+    return DirectWrite(client.pool, client.route, timeout)
 
 
 class _NoCookies(httpx.Cookies):

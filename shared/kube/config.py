@@ -88,9 +88,7 @@ class KubeEndpoint:
             headers={"Accept": "application/json", "User-Agent": "loadsched"},
         )
         if isinstance(client, direct_module.DirectClient):
-            client.route = direct_module.route_for(
-                client, self, own_transport=transport is not None
-            )
+            client.route = direct_module.route_for(client, self)
         return client
 
 

@@ -172,19 +172,15 @@ def route(client: httpx.AsyncClient) -> Route | None:
     return client.route if isinstance(client, DirectClient) else None
 
 
-def route_for(
-    client: httpx.AsyncClient, endpoint: KubeEndpoint, *, own_transport: bool = False
-) -> Route | None:
+def route_for(client: httpx.AsyncClient, endpoint: KubeEndpoint) -> Route | None:
     """How to write ``client``'s requests to ``endpoint`` directly, as httpx's own transport
     would send them; None when it authenticates by anything but a token or a client
-    certificate, or when its requests would go through a proxy named in the environment.
-    ``own_transport``: the client was given a transport of its own, which httpx sends through
-    no proxy."""
+    certificate, or when its requests would go through a proxy named in the environment."""
     auth = client.auth
     base = client.base_url
     if auth is not None and not hasattr(auth, "authorization"):
         return None
-    if base.scheme not in PORTS or (not own_transport and proxied(base)):
+    if base.scheme not in PORTS or proxied(base):
         return None
     lines = {
         "Host": base.netloc.decode("ascii"),

@@ -37,11 +37,12 @@ class Harness:
         leader: bool = True,
         dry_run: bool = False,
         kube: httpx.AsyncClient | None = None,
+        api: FakeNodesAPI | None = None,
     ) -> None:
         self.prometheus = FakePrometheus(series)
         self.elapsed = 0.0
         """The sync's timer: each Prometheus query takes 0.5 s of it."""
-        self.api = FakeNodesAPI()
+        self.api = api or FakeNodesAPI()
         self.metrics = AnnotatorMetrics()
         self.leader = leader
         self.nodes = store(node("n1", "10.0.0.1"), node("n2", "10.0.0.2"), node("n3", "10.0.0.3"))
@@ -115,8 +116,7 @@ async def test_a_round_over_a_socket_writes_through_the_annotators_own_client() 
         kube_client(KubeEndpoint(host=url), max_connections=4) as client,
     ):
         assert direct.route(client) is not None
-        h = Harness(DEFAULT, ALL, kube=client)
-        h.api = api
+        h = Harness(DEFAULT, ALL, kube=client, api=api)
         report = await h.sync.sync(METRICS)
     # n2's write, retried, ends after n1's: both counted
     assert report.writes == 2
