@@ -19,6 +19,8 @@ from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NODE_DECODER, Node, NodeStore
 from annotator.patching import NodePatcher, kube_client
 from annotator.quota.controller import QuotaController, WaitingPods
+from annotator.rebalance.controller import NodeFacts, Rebalancer
+from annotator.rebalance.pods import BoundPods
 from annotator.recording import EventRecorder
 from annotator.settings import AnnotatorSettings
 from annotator.sync.bindings import POD_DECODER, BindingStore, Pod
@@ -29,9 +31,10 @@ from annotator.sync.runner import Runner
 from shared.errors import ConfigError
 from shared.kube.config import KubeEndpoint, load_endpoint
 from shared.kube.paths import ELASTIC_QUOTAS, NODES, PODS
-from shared.kube.watching import FanOut, Reflector
+from shared.kube.watching import FanOut, Reflector, Store
 from shared.policy import DynamicSchedulerPolicy, default_policy, load_policy
 from shared.quota_ledger import QUOTA_DECODER, QuotaLedger, QuotaObject
+from shared.rules import LoadRules
 from shared.settings import flag_and_variable
 
 logger = logging.getLogger(__name__)
@@ -70,15 +73,20 @@ class Annotator:
         )
         self.quotas: QuotaController | None = None
         self.quota_reflector: Reflector[QuotaObject] | None = None
+        self.rebalancer: Rebalancer | None = None
+        pod_stores: list[Store[Pod]] = [bindings]
+        if self.policy.spec.rebalance.enabled and not self.settings.once:
+            self.rebalancer, bound = self._rebalancer()
+            pod_stores.append(bound)
         if not self.settings.elastic_quota:
-            self.pod_reflector = self._bound_pod_watch(bindings)
+            self.pod_reflector = self._bound_pod_watch(FanOut[Pod](*pod_stores))
             return
         # it reads the reservations too: the extender's admissions and its own promises
         ledger = QuotaLedger(shared_admission=True)
         self.quotas = self._quota_controller(ledger)
         # every pod: bound ones for hot values and quota use, unschedulable ones for reclaim
         self.pod_reflector = self._pod_watch(
-            FanOut[Pod](bindings, ledger.pod_store, self.quotas.waiting)
+            FanOut[Pod](*pod_stores, ledger.pod_store, self.quotas.waiting)
         )
         self.quota_reflector = self._quota_watch(ledger)
 
@@ -122,13 +130,13 @@ class Annotator:
             retry=self.settings.kube_retry(),
         )
 
-    def _bound_pod_watch(self, bindings: BindingStore) -> Reflector[Pod]:
-        """Without elastic quotas only bound pods matter (for hot values)."""
+    def _bound_pod_watch(self, store: FanOut[Pod]) -> Reflector[Pod]:
+        """Without elastic quotas only bound pods matter (hot values, the rebalancer)."""
         return Reflector[Pod](
             client=self.kube,
             path=PODS.path(),
             decode=POD_DECODER.decode,
-            store=bindings,
+            store=store,
             name="bound pods",
             field_selector="spec.nodeName!=",
             retry=self.settings.kube_retry(),
@@ -161,6 +169,37 @@ class Annotator:
             retry=self.settings.kube_retry(),
         )
 
+    def _rebalancer(self) -> tuple[Rebalancer, BoundPods]:
+        """Moves pods off nodes that stay overloaded (leader only, ``spec.rebalance``)."""
+        rules = LoadRules.from_policy(self.policy)
+        bound = BoundPods(rules, self.clock)
+        nodes = self.nodes
+
+        def node_facts() -> dict[str, NodeFacts]:
+            return {
+                name: NodeFacts(nodes.annotations.get(name, {}), nodes.sizes[name], fit)
+                for name, fit in nodes.capacity.items()
+                if name in nodes.sizes
+            }
+
+        rebalancer = Rebalancer(
+            kube=self.kube,
+            policy=self.policy,
+            rules=rules,
+            node_facts=node_facts,
+            bound_pods=bound.on,
+            usage=self.prometheus.query_pods,
+            recorder=EventRecorder(
+                self.kube, instance=self.settings.identity, retry=self.settings.kube_retry()
+            ),
+            metrics=self.metrics,
+            status_namespace=self.settings.lease_namespace,
+            dry_run=self.settings.dry_run,
+            clock=self.clock,
+            retry=self.settings.kube_retry(),
+        )
+        return rebalancer, bound
+
     def _quota_watch(self, ledger: QuotaLedger) -> Reflector[QuotaObject]:
         return Reflector[QuotaObject](
             client=self.kube,
@@ -181,6 +220,8 @@ class Annotator:
         loops = [self.runner.run()]
         if self.quotas is not None:
             loops.append(self.quotas.run(self.settings.quota_period))
+        if self.rebalancer is not None:
+            loops.append(self.rebalancer.run())
         await asyncio.gather(*loops)
 
     def may_write(self) -> bool:

@@ -131,6 +131,40 @@ class AnnotatorMetrics:
             ["namespace", "resource"],
             registry=r,
         )
+        self.rebalance_rounds = Counter(
+            "loadsched_annotator_rebalance_rounds_total",
+            "Rounds of the rebalancer (leader only).",
+            registry=r,
+        )
+        self.rebalance_nodes = Gauge(
+            "loadsched_annotator_rebalance_nodes",
+            "Nodes by the rebalancer's last look at them: over (acted on: above a high "
+            "threshold for consecutiveRounds rounds of fresh data), waiting (above it for "
+            "fewer rounds), held (pods moved off lately), stale (a value missing or stale: "
+            "never acted on), under.",
+            ["state"],
+            registry=r,
+        )
+        self.rebalance_evictions = Counter(
+            "loadsched_annotator_rebalance_evictions_total",
+            "Pods the rebalancer evicted or tried to, by result (evicted, gone, blocked by a "
+            "PodDisruptionBudget, failed, throttled, dry-run) and the metric that was over.",
+            ["result", "reason"],
+            registry=r,
+        )
+        self.rebalance_skipped = Counter(
+            "loadsched_annotator_rebalance_candidates_skipped_total",
+            "Pods on an overloaded node the rebalancer did not move, by reason (no-controller, "
+            "daemonset, mirror, priority, opted-out, cooldown, no-target, limit, ...).",
+            ["reason"],
+            registry=r,
+        )
+        self.rebalance_usage_errors = Counter(
+            "loadsched_annotator_rebalance_usage_errors_total",
+            "Failed per-pod usage queries (pods then count at request × the estimation factor).",
+            ["resource"],
+            registry=r,
+        )
         self._quota_exported: QuotaSeries = {}
 
     def set_quota_use(

@@ -1,5 +1,6 @@
 """The watch-fed store of the annotator's Nodes (:mod:`shared.nodes`): node addresses (to
-match Prometheus series) and node fit (for reclaim). The bound pods feed the hot value
+match Prometheus series), node fit (for reclaim and the rebalancer), annotations and sizes (for
+the rebalancer). The bound pods feed the hot value
 (:mod:`annotator.sync.bindings`)."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from annotator.matching import InstanceIndex, NodeAddresses
+from shared.estimation import NodeSize
 from shared.node_fit import FitNode
 from shared.nodes import NODE_DECODER, Node
 
@@ -16,6 +18,10 @@ __all__ = [
     "NodeStore",
     "addresses_of",
 ]
+
+
+def size_of(node: Node) -> NodeSize:
+    return NodeSize.from_status(node.status.capacity, node.status.allocatable)
 
 
 def addresses_of(node: Node) -> NodeAddresses:
@@ -35,6 +41,9 @@ class NodeStore:
         self._listed = False
         self._nodes: dict[str, NodeAddresses] = {}
         self.capacity: dict[str, FitNode] = {}
+        self.annotations: dict[str, dict[str, str]] = {}
+        """Each node's annotations (the rebalancer reads its metrics and marks)."""
+        self.sizes: dict[str, NodeSize] = {}
         self._index: InstanceIndex | None = None
         self._on_new = on_new
 
@@ -49,6 +58,8 @@ class NodeStore:
     def replace(self, items: Sequence[Node]) -> None:
         fresh = {node.metadata.name: addresses_of(node) for node in items}
         self.capacity = {node.metadata.name: node.fit() for node in items}
+        self.annotations = {node.metadata.name: node.metadata.annotations or {} for node in items}
+        self.sizes = {node.metadata.name: size_of(node) for node in items}
         new = set(fresh) - set(self._nodes)
         self._nodes = fresh
         self._index = None
@@ -61,9 +72,13 @@ class NodeStore:
         if event == "DELETED":
             self._nodes.pop(name, None)
             self.capacity.pop(name, None)
+            self.annotations.pop(name, None)
+            self.sizes.pop(name, None)
             self._index = None
             return
         self.capacity[name] = item.fit()
+        self.annotations[name] = item.metadata.annotations or {}
+        self.sizes[name] = size_of(item)
         addresses = addresses_of(item)
         is_new = name not in self._nodes
         if self._nodes.get(name) != addresses:

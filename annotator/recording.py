@@ -35,6 +35,12 @@ class ObjectRef:
     uid: str = ""
     api_version: str = "v1"
 
+    @property
+    def event_namespace(self) -> str:
+        """Where its Events go: its namespace; ``default`` for a cluster-scoped object (a
+        Node, whose UID the kubelet's own events give as its name)."""
+        return self.namespace or "default"
+
 
 class EventRecorder:
     def __init__(
@@ -72,7 +78,7 @@ class EventRecorder:
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{ref.name}.", "namespace": ref.namespace},
+            "metadata": {"generateName": f"{ref.name}.", "namespace": ref.event_namespace},
             "involvedObject": {
                 "apiVersion": ref.api_version,
                 "kind": ref.kind,
@@ -95,7 +101,7 @@ class EventRecorder:
                 self._client,
                 EVENTS,
                 body,
-                namespace=ref.namespace,
+                namespace=ref.event_namespace,
                 what=f"{ref.kind.lower()}/{ref.namespace}/{ref.name}: event {reason}",
                 retry=self._retry,
             )

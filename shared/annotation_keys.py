@@ -32,6 +32,13 @@ ADMITTED_ANNOTATION = "loadsched.io/admitted"
 """On an ElasticQuota: the pods extender replicas admitted and may not have seen bound yet,
 and the pods the reclaim controller freed room for (``{"<uid>": [<until>, {...}]}``, a
 promise with its pod's priority as a third element)."""
+REBALANCED_FROM_ANNOTATION = "loadsched.io/rebalanced-from"
+"""On a Node the rebalancer moved pods off: ``{"<namespace>/<Kind>/<name>": "<until>"}``, the
+workloads whose replacements filter refuses there until then."""
+EVICT_ANNOTATION = "loadsched.io/evict"
+"""On a Pod: ``"false"`` keeps the rebalancer from moving it."""
+REBALANCE_STATUS_KEY = "status.json"
+"""The key of the rebalancer's status in its ConfigMap (``loadsched-rebalance``)."""
 TEMPLATE_LABEL = "loadsched.io/template"
 """On dispatched Jobs, CronJobs, their pods and the admission records: the job template."""
 KEY_HASH_LABEL = "loadsched.io/key-hash"
@@ -109,6 +116,24 @@ KEYS: tuple[KeyUse, ...] = (
         "extender replicas; annotator (reclaim)",
         'admissions and promises not yet seen bound: `{"<pod uid>": [<until>, {<resources>}], '
         "...}`, with the pod's priority as a third element for a promise",
+    ),
+    KeyUse(
+        REBALANCED_FROM_ANNOTATION,
+        "annotation",
+        "Node",
+        "annotator (rebalancer, `spec.rebalance`)",
+        "extender (filter); annotator (rebalancer: targets, clearing)",
+        "the workloads whose pods the rebalancer moved off the node, each until when its "
+        'replacement is refused there: `{"<namespace>/<Kind>/<name>": "<timestamp>"}`; '
+        "cleared once the node is under every low threshold",
+    ),
+    KeyUse(
+        EVICT_ANNOTATION,
+        "annotation",
+        "Pod",
+        "you (workload owners)",
+        "annotator (rebalancer)",
+        '`"false"`: the rebalancer never moves this pod',
     ),
     KeyUse(
         TEMPLATE_LABEL,

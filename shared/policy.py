@@ -421,6 +421,111 @@ class ScoringPolicy(_Strict):
         return named
 
 
+DEFAULT_POD_CPU_QUERY = (
+    'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="", '
+    'container!="POD"}[5m]))'
+)
+"""Cores each pod uses, from the kubelet's cAdvisor series that clusters already scrape."""
+DEFAULT_POD_MEMORY_QUERY = (
+    'sum by (namespace, pod) (container_memory_working_set_bytes{container!="", container!="POD"})'
+)
+"""Bytes each pod uses (its working set), from the same series."""
+LOW_OF_HIGH = 0.8
+"""A threshold's ``low`` when not given: this fraction of its ``high``."""
+
+
+class RebalanceThreshold(_Strict):
+    """A usage a node must not stay above, on one metric with a resource."""
+
+    metric: str = Field(min_length=1)
+    """The metric (it needs a syncPolicy entry whose resource is cpu or memory)."""
+    high: float = Field(gt=0, le=10, allow_inf_nan=False)
+    """A node above this for ``consecutiveRounds`` rounds of fresh data has pods moved off."""
+    low: float | None = Field(default=None, ge=0, le=10, allow_inf_nan=False)
+    """Until the node is under this, the replacement of a pod moved off it is refused there
+    (for ``cooldown`` at most); default 0.8 × ``high``."""
+
+    @model_validator(mode="after")
+    def _low_under_high(self) -> RebalanceThreshold:
+        if self.low is not None and self.low >= self.high:
+            raise ValueError("low must be less than high")
+        return self
+
+    @property
+    def low_or_default(self) -> float:
+        return self.low if self.low is not None else round(self.high * LOW_OF_HIGH, 6)
+
+
+class RebalanceLimits(_Strict):
+    """How many evictions the rebalancer may ask for."""
+
+    per_node: int = Field(default=2, ge=1, le=100, alias="perNode")
+    """Pods moved off one node at a time: the node is then held until its metric shows them
+    gone (the metric's window and delay after the last eviction)."""
+    per_namespace: int = Field(default=2, ge=1, le=1000, alias="perNamespace")
+    """Evictions in one namespace per round."""
+    per_round: int = Field(default=5, ge=1, le=1000, alias="perRound")
+    """Evictions per round, over the cluster."""
+    per_minute: float = Field(default=10, gt=0, le=6000, allow_inf_nan=False, alias="perMinute")
+    """Evictions a minute, over the cluster (a token bucket)."""
+
+
+class PodUsageQueries(_Strict):
+    """PromQL giving each pod's usage, one series per pod with ``namespace`` and ``pod``."""
+
+    cpu: str = Field(default=DEFAULT_POD_CPU_QUERY, min_length=1)
+    """Cores per pod."""
+    memory: str = Field(default=DEFAULT_POD_MEMORY_QUERY, min_length=1)
+    """Bytes per pod."""
+
+
+class RebalanceNamespaces(_Strict):
+    """Which namespaces' pods may be moved."""
+
+    include: tuple[str, ...] = ()
+    """Only these (empty: every namespace not excluded)."""
+    exclude: tuple[str, ...] = ("kube-system",)
+    """Never these."""
+
+
+class RebalancePolicy(_Strict):
+    """loadsched: move pods off nodes that stay above a usage threshold (the annotator's
+    rebalancer). Off by default."""
+
+    enabled: bool = False
+    """Run the rebalancer (in the annotator's leader)."""
+    dry_run: bool = Field(default=False, alias="dryRun")
+    """Compute and show the plan (status, events, logs, metrics); evict nothing."""
+    thresholds: tuple[RebalanceThreshold, ...] = ()
+    """Per metric; default: every predicate on an average with a resource, ``high`` its
+    limit."""
+    consecutive_rounds: int = Field(default=5, ge=1, le=1000, alias="consecutiveRounds")
+    """Rounds of fresh data a node must stay above ``high`` before pods are moved off it."""
+    period: GoDuration = timedelta(minutes=1)
+    """How often the rebalancer looks at the nodes (a round)."""
+    cooldown: GoDuration = timedelta(minutes=15)
+    """How long a workload's replacement is refused on the node it was moved off (until that
+    node is under ``low``), and how long before a pod of the same workload is moved again."""
+    max_priority: int = Field(default=999_999, alias="maxPriority")
+    """Pods of a higher priority are never moved (system-critical ones never are)."""
+    namespaces: RebalanceNamespaces = RebalanceNamespaces()
+    pod_selector: dict[str, str] = Field(default_factory=dict, alias="podSelector")
+    """Only pods with all these labels (empty: any pod)."""
+    limits: RebalanceLimits = RebalanceLimits()
+    usage: PodUsageQueries = PodUsageQueries()
+    """Each pod's measured usage; a pod without a sample counts at its request × the
+    estimation factor."""
+    grace_seconds: int | None = Field(default=None, ge=0, alias="gracePeriodSeconds")
+    """The evicted pods' grace period (default: their own)."""
+
+    @field_validator("period", "cooldown")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be > 0")
+        return value
+
+
 StaleData = Literal["failOpen", "failClosed"]
 
 
@@ -448,6 +553,8 @@ class PolicySpec(_Strict):
     hot_value_limit: int = Field(default=0, alias="hotValueLimit", ge=0)
     """loadsched: filter refuses a node whose fresh hot value is above this (pods were just
     bound there and its metrics do not show them yet); 0 is off, crane's behaviour."""
+    rebalance: RebalancePolicy = RebalancePolicy()
+    """loadsched: move pods off nodes that stay overloaded."""
 
     @field_validator("timestamp_zone")
     @classmethod
@@ -473,6 +580,7 @@ class PolicySpec(_Strict):
                 raise _FieldError(
                     path, f"metric {name!r} has no syncPolicy entry (its freshness is unknown)"
                 )
+        self._rebalance_resolves({s.name: s for s in self.sync_policy})
         tlp = self.scoring.target_load_packing
         if tlp is not None:
             sync = next(s for s in self.sync_policy if s.name == tlp.metric)
@@ -482,6 +590,39 @@ class PolicySpec(_Strict):
                     f"metric {tlp.metric!r} must measure cpu (set its syncPolicy resource: cpu)",
                 )
         return self
+
+    def _rebalance_resolves(self, syncs: dict[str, SyncPolicy]) -> None:
+        rebalance = self.rebalance
+        for i, threshold in enumerate(rebalance.thresholds):
+            path = f"spec.rebalance.thresholds[{i}].metric"
+            sync = syncs.get(threshold.metric)
+            if sync is None:
+                raise _FieldError(path, f"metric {threshold.metric!r} has no syncPolicy entry")
+            if sync.measures is None:
+                raise _FieldError(
+                    path,
+                    f"metric {threshold.metric!r} measures no resource "
+                    "(set its syncPolicy resource: cpu or memory)",
+                )
+        if rebalance.enabled and not self.rebalance_thresholds():
+            raise _FieldError(
+                "spec.rebalance.thresholds",
+                "no predicate on an average with a resource to derive one from; give thresholds",
+            )
+
+    def rebalance_thresholds(self) -> tuple[RebalanceThreshold, ...]:
+        """``spec.rebalance.thresholds``, or one per predicate on an average that measures a
+        resource and lets go of a pod once it left (not a maximum), ``high`` its limit."""
+        if self.rebalance.thresholds:
+            return self.rebalance.thresholds
+        syncs = {s.name: s for s in self.sync_policy}
+        derived: dict[str, RebalanceThreshold] = {}
+        for predicate in self.predicate:
+            sync = syncs[predicate.name]
+            limit = predicate.max_limit_percent
+            if limit and sync.measures and sync.releases and predicate.name not in derived:
+                derived[predicate.name] = RebalanceThreshold(metric=predicate.name, high=limit)
+        return tuple(derived.values())
 
 
 class DynamicSchedulerPolicy(_Strict):

@@ -41,9 +41,9 @@ from typing import Any
 
 import httpx
 
+from annotator.evicting import Eviction, TokenBucket, evict
 from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NodeStore
-from annotator.quota.evicting import Eviction, TokenBucket, evict
 from annotator.recording import EventRecorder, ObjectRef
 from shared.errors import LoadschedError
 from shared.kube import patching

@@ -50,7 +50,17 @@ class _Vector(msgspec.Struct):
     result: list[_Sample]
 
 
+class _PodSample(msgspec.Struct):
+    metric: dict[str, str]
+    value: tuple[float, str]
+
+
+class _PodVector(msgspec.Struct):
+    result: list[_PodSample]
+
+
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
+_POD_VECTOR = msgspec.json.Decoder(_PodVector)
 _RESULT_TYPE = msgspec.json.Decoder(_ResultType)
 _VECTOR = msgspec.json.Decoder(_Vector)
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:nan|[+-]?inf)")
@@ -58,18 +68,8 @@ _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?
 last two in any case); Python's ``float`` would also take ``1_0``, ``infinity`` and spaces."""
 
 
-def parse_answer(status_code: int, body: bytes, *, promql: str) -> list[tuple[str, float]]:
-    """``(instance label, value)`` for the series of an instant-vector answer, at most one per
-    ``instance``; :class:`PrometheusError` for anything that is not a successful instant
-    vector of numbers.
-
-    What reaches the annotations follows their contract (DESIGN.md): ``NaN`` and negative
-    values are kept (written as ``0.00000``). Not kept, so that nothing is written for that
-    instance and its old value stays until it is stale: ``±Inf`` (no usage fraction), and an
-    ``instance`` with several series of different values (which one is its usage cannot be
-    told; equal ones count once).
-    """
-    where = f"query {promql!r}: HTTP {status_code}"
+def _vector(status_code: int, body: bytes, where: str) -> msgspec.Raw:
+    """The ``data`` of a successful instant-vector answer, else :class:`PrometheusError`."""
     try:
         answer = _ENVELOPE.decode(body)
     except msgspec.DecodeError as e:
@@ -85,8 +85,55 @@ def parse_answer(status_code: int, body: bytes, *, promql: str) -> list[tuple[st
         raise PrometheusError(f"{where}, no resultType in data: {e}") from e
     if result_type != "vector":
         raise PrometheusError(f"{where}: expected an instant vector, got {result_type!r}")
+    return answer.data
+
+
+def parse_pod_values(status_code: int, body: bytes, *, promql: str) -> dict[tuple[str, str], float]:
+    """``(namespace, pod) → value`` of an instant-vector answer whose series carry ``namespace``
+    and ``pod`` labels. Left out: series without both labels, values that are not finite or
+    are negative, and a pod with several series (which one is its usage cannot be told)."""
+    where = f"query {promql!r}: HTTP {status_code}"
+    data = _vector(status_code, body, where)
     try:
-        samples = _VECTOR.decode(answer.data).result
+        samples = _POD_VECTOR.decode(data).result
+    except msgspec.DecodeError as e:
+        raise PrometheusError(f"{where}, malformed vector: {e}") from e
+    values: dict[tuple[str, str], float] = {}
+    repeated: set[tuple[str, str]] = set()
+    for sample in samples:
+        namespace, pod = sample.metric.get("namespace"), sample.metric.get("pod")
+        text = sample.value[1]
+        if not namespace or not pod or _NUMBER.fullmatch(text) is None:
+            continue
+        value = float(text)
+        if not math.isfinite(value) or value < 0:
+            continue
+        key = (namespace, pod)
+        if key in values:
+            repeated.add(key)
+        values[key] = value
+    for key in repeated:
+        del values[key]
+    if repeated:
+        logger.warning("%s: %d pods have several series; not used", where, len(repeated))
+    return values
+
+
+def parse_answer(status_code: int, body: bytes, *, promql: str) -> list[tuple[str, float]]:
+    """``(instance label, value)`` for the series of an instant-vector answer, at most one per
+    ``instance``; :class:`PrometheusError` for anything that is not a successful instant
+    vector of numbers.
+
+    What reaches the annotations follows their contract (DESIGN.md): ``NaN`` and negative
+    values are kept (written as ``0.00000``). Not kept, so that nothing is written for that
+    instance and its old value stays until it is stale: ``±Inf`` (no usage fraction), and an
+    ``instance`` with several series of different values (which one is its usage cannot be
+    told; equal ones count once).
+    """
+    where = f"query {promql!r}: HTTP {status_code}"
+    data = _vector(status_code, body, where)
+    try:
+        samples = _VECTOR.decode(data).result
     except msgspec.DecodeError as e:
         raise PrometheusError(f"{where}, malformed vector: {e}") from e
     by_instance: dict[str, list[float]] = {}
@@ -179,3 +226,11 @@ class PrometheusClient:
         except (httpx.HTTPError, OSError) as e:
             raise PrometheusError(f"query {promql!r}: {type(e).__name__}: {e}") from e
         return parse_answer(response.status_code, response.content, promql=promql)
+
+    async def query_pods(self, promql: str) -> dict[tuple[str, str], float]:
+        """``(namespace, pod) → value`` of an instant vector (:func:`parse_pod_values`)."""
+        try:
+            response = await self._client.get("/api/v1/query", params={"query": promql})
+        except (httpx.HTTPError, OSError) as e:
+            raise PrometheusError(f"query {promql!r}: {type(e).__name__}: {e}") from e
+        return parse_pod_values(response.status_code, response.content, promql=promql)

@@ -18,6 +18,7 @@ from extender.scheduling.node_view import NodeView
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.wire import NODE_DECODER, Node
 from extender.scheduling.wording import PER_NODE, Wording
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
 from shared.annotations import Sample
 from shared.estimation import NodeSize, Placement
 from shared.load_model import (
@@ -29,6 +30,7 @@ from shared.load_model import (
 )
 from shared.node_fit import FitNode
 from shared.policy import NODE_LIMITS_KEY
+from shared.rebalance import decode_departures
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +178,9 @@ class NodeLoadCache:
         self.future_warnings = FutureTimestampWarnings()
         self.placements: PlacementIndex | None = None
         """Pods recently bound, when the rules read them (set before the watches start)."""
+        self.departures: dict[str, dict[str, datetime]] = {}
+        """The rebalancer's marks (``loadsched.io/rebalanced-from``) of the nodes that carry
+        one: workload → until when its pods are refused there."""
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -200,7 +205,19 @@ class NodeLoadCache:
         }
         self.allocatable = {node.metadata.name: node.status.allocatable or {} for node in items}
         self.fit_nodes = {node.metadata.name: node.fit() for node in items}
+        self.departures = {}
+        for node in items:
+            self._note_departures(node)
         self._dirty = set(self._nodes) | set(old)
+
+    def _note_departures(self, node: Node) -> None:
+        annotations = node.metadata.annotations
+        raw = annotations.get(REBALANCED_FROM_ANNOTATION) if annotations else None
+        marks = decode_departures(raw)
+        if marks:
+            self.departures[node.metadata.name] = marks
+        else:
+            self.departures.pop(node.metadata.name, None)
 
     def apply(self, event: str, item: Node) -> None:
         name = item.metadata.name
@@ -208,9 +225,11 @@ class NodeLoadCache:
             self._nodes.pop(name, None)
             self.allocatable.pop(name, None)
             self.fit_nodes.pop(name, None)
+            self.departures.pop(name, None)
         else:
             self.allocatable[name] = item.status.allocatable or {}
             self.fit_nodes[name] = item.fit()
+            self._note_departures(item)
             previous = self._nodes.get(name)
             entry = cached_load(item, self._rules, previous, self.future_warnings)
             if entry is previous:

@@ -59,6 +59,7 @@ from shared.load_model import (
     Need,
     Verdict,
 )
+from shared.rebalance import departure_message, refused_here, workload_key
 from shared.strategies import PodDemand, demand_of, pod_need
 
 logger = logging.getLogger(__name__)
@@ -182,18 +183,36 @@ class LoadAwareExtender:
         check = not pod.is_daemonset_pod
         need = pod_need(pod, self._rules) if check else None
         answer: FilterResult | msgspec.Raw
+        departed = self._departed(pod, now) if check else {}
         if args.names_only:
-            answer, tally, passes, _ = self._filter_names(
+            answer, tally, passes, passing = self._filter_names(
                 args.NodeNames, now, check=check, need=need
             )
+            if departed and not departed.keys().isdisjoint(passing):
+                kept = [name for name in passing if name not in departed]
+                answer = FilterResult(
+                    NodeNames=kept,
+                    FailedNodes={n: departed[n] for n in passing if n in departed},
+                    FailedAndUnresolvableNodes=tally.listed(bool(kept)),
+                )
+                passes = bool(kept)
         else:
             tally = self._tally(check=check, need=need)
             rows = self._full_nodes(args, now)
             items = [raw for name, verdict, raw in rows if tally.judge(name, verdict)]
             if not items and (placed := tally.place_anyway()):
                 items = [raw for name, _, raw in rows if name in placed]
+            refused: dict[str, str] = {}
+            if departed:
+                passed = {id(raw) for raw in items}
+                refused = {
+                    n: departed[n] for n, _, raw in rows if n in departed and id(raw) in passed
+                }
+                items = [raw for name, _, raw in rows if id(raw) in passed and name not in refused]
             answer = FilterResult(
-                Nodes=NodeList(items=items), FailedAndUnresolvableNodes=tally.listed(bool(items))
+                Nodes=NodeList(items=items),
+                FailedNodes=refused,
+                FailedAndUnresolvableNodes=tally.listed(bool(items)),
             )
             passes = bool(items)
         # counted once the answer is written: an answer that passes some node leaves the
@@ -233,6 +252,22 @@ class LoadAwareExtender:
                 _sample(tally.rejected),
             )
         return answer
+
+    def _departed(self, pod: PodInfo, now: datetime) -> dict[str, str]:
+        """The nodes the rebalancer moved a pod of this pod's workload off lately, each with
+        why it is refused there (``loadsched.io/rebalanced-from``, read by the node watch)."""
+        cache = self._cache
+        if cache is None or not cache.departures:
+            return {}
+        owners = ((o.kind, o.name) for o in pod.metadata.ownerReferences or ())
+        workload = workload_key(pod.metadata.namespace, owners)
+        if workload is None:
+            return {}
+        return {
+            node: departure_message(node, workload, marks[workload])
+            for node, marks in cache.departures.items()
+            if refused_here(workload, marks, now)
+        }
 
     async def filter_recorded(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult | msgspec.Raw:
         """:meth:`filter`; then a pod an elastic quota admitted has its admission written

@@ -10,10 +10,10 @@ import httpx
 import msgspec
 import pytest
 
+from annotator.evicting import TokenBucket
 from annotator.metrics import AnnotatorMetrics, quota_series
 from annotator.objects import NODE_DECODER, NodeStore
 from annotator.quota.controller import QuotaController, WaitingPods
-from annotator.quota.evicting import TokenBucket
 from annotator.recording import EventRecorder
 from shared.pods import POD_DECODER
 from shared.quota import ElasticQuota

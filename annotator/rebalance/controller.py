@@ -1,0 +1,653 @@
+"""The rebalancer (leader only): moves pods off nodes that stay above a usage threshold, with
+the decisions of :mod:`shared.rebalance`, through the Eviction API.
+
+A round, every ``spec.rebalance.period``:
+
+1. Every node is observed (:class:`shared.rebalance.OverloadTracker`): its streak of fresh
+   rounds above ``high``. Marks (``loadsched.io/rebalanced-from``) that expired, or on a node
+   now under every ``low``, are removed.
+2. For each node whose streak is complete, furthest over first: its pods are read from the API
+   server (not the watch: the opt-out annotation and the newest state count), those that may
+   move are measured (the per-pod usage queries; a pod without a sample counts at its request
+   × the estimation factor), and the fewest that cover the overshoot are given targets that
+   loadsched's own filter passes and that stay under every ``high`` with the pod added.
+3. Unless dry-run: the source node is marked first (the extender then refuses each moved
+   workload's replacement there), then the pods are evicted within the limits: ``perNode``,
+   ``perNamespace`` and ``perRound`` a round, ``perMinute`` overall, one pod per workload per
+   ``cooldown``. A PodDisruptionBudget's 429 is counted and skipped. The node is then held
+   until its metric can show the pods gone.
+
+Every eviction is an Event on the pod and on the node (the metric, its value, the threshold,
+the pod's usage and the expected target); the last plan and evictions are published in a
+ConfigMap that the extender's ``/v1/rebalance``, its status page and ``kubectl loadsched
+rebalance`` read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from annotator.evicting import Eviction, TokenBucket, evict
+from annotator.metrics import AnnotatorMetrics
+from annotator.recording import EventRecorder, ObjectRef
+from shared.annotation_keys import REBALANCE_STATUS_KEY, REBALANCED_FROM_ANNOTATION
+from shared.errors import APINotFoundError, LoadschedError
+from shared.estimation import Need, NodeSize, Placement
+from shared.kube import patching
+from shared.kube.bodies import encode
+from shared.kube.meta import ObjectMeta
+from shared.kube.paths import CONFIGMAPS, NODES, PODS
+from shared.kube.requesting import DEFAULT_RETRY, request
+from shared.kube.retrying import RetryPolicy
+from shared.load_model import NodeLoad, evaluate
+from shared.node_fit import FitNode, PodNeeds, tolerations_of
+from shared.pods import PodSpec, PodStatus, pod_request
+from shared.policy import DynamicSchedulerPolicy
+from shared.quantity import ResourceList
+from shared.rebalance import (
+    Candidate,
+    Move,
+    NodePlan,
+    Observation,
+    OverloadTracker,
+    PodFacts,
+    TargetNode,
+    Threshold,
+    decode_departures,
+    encode_departures,
+    plan_node,
+    skip_reason,
+    thresholds_of,
+)
+from shared.rules import LoadRules
+
+logger = logging.getLogger(__name__)
+
+UsageQuery = Callable[[str], Awaitable[dict[tuple[str, str], float]]]
+"""Runs a PromQL query; (namespace, pod) → value."""
+LAST_EVICTIONS = 50
+
+
+class FullPod(msgspec.Struct, gc=False):
+    """A pod as the rebalancer reads it from the API server: with its annotations."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+
+class _PodList(msgspec.Struct, gc=False):
+    items: list[FullPod] | None = None
+
+
+_POD_LIST = msgspec.json.Decoder(_PodList)
+
+
+@dataclass
+class NodeFacts:
+    """What the rebalancer reads of a node from the watch."""
+
+    annotations: Mapping[str, str]
+    size: NodeSize
+    fit: FitNode
+
+
+class BoundPod(msgspec.Struct, gc=False, frozen=True):
+    """A pod bound to a node, as targets are judged: what it holds and when it came."""
+
+    uid: str
+    request: ResourceList
+    placement: Placement
+
+
+@dataclass
+class EvictionRecord:
+    at: str
+    pod: str
+    node: str
+    target: str
+    metric: str
+    result: str
+    detail: str = ""
+
+
+@dataclass
+class RebalanceStatus:
+    round_at: str = ""
+    dry_run: bool = False
+    nodes: dict[str, int] = field(default_factory=dict)
+    observed: list[dict[str, Any]] = field(default_factory=list)
+    plans: list[dict[str, Any]] = field(default_factory=list)
+    evictions: deque[EvictionRecord] = field(default_factory=lambda: deque(maxlen=LAST_EVICTIONS))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "roundAt": self.round_at,
+            "dryRun": self.dry_run,
+            "nodes": self.nodes,
+            "overThreshold": self.observed,
+            "plans": self.plans,
+            "lastEvictions": [e.__dict__ for e in reversed(self.evictions)],
+        }
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Rebalancer:
+    def __init__(
+        self,
+        *,
+        kube: httpx.AsyncClient,
+        policy: DynamicSchedulerPolicy,
+        rules: LoadRules,
+        node_facts: Callable[[], Mapping[str, NodeFacts]],
+        bound_pods: Callable[[str], Sequence[BoundPod]],
+        usage: UsageQuery,
+        recorder: EventRecorder,
+        metrics: AnnotatorMetrics,
+        status_namespace: str,
+        status_name: str = "loadsched-rebalance",
+        dry_run: bool = False,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy = DEFAULT_RETRY,
+    ) -> None:
+        self._kube = kube
+        self._settings = policy.spec.rebalance
+        self._zone = policy.zone
+        self._rules = rules
+        self._estimation = policy.spec.estimation
+        self.thresholds = thresholds_of(policy)
+        self.tracker = OverloadTracker(self.thresholds, self._settings.consecutive_rounds)
+        self._node_facts = node_facts
+        self._bound_pods = bound_pods
+        self._usage = usage
+        self._recorder = recorder
+        self._metrics = metrics
+        self._status_namespace = status_namespace
+        self._status_name = status_name
+        self.dry_run = dry_run or self._settings.dry_run
+        self._clock = clock
+        self._retry = retry
+        self._bucket = TokenBucket(self._settings.limits.per_minute, monotonic)
+        self.moved: dict[str, datetime] = {}
+        """Workload → until when none of its pods is moved again."""
+        self.status = RebalanceStatus(dry_run=self.dry_run)
+        self._published = b""
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        period = self._settings.period.total_seconds()
+        while True:
+            try:
+                await self.round()
+            except (LoadschedError, httpx.HTTPError) as e:  # pragma: no cover - logged, retried
+                logger.warning("rebalance round failed: %s; will retry", e)
+            await asyncio.sleep(period)
+
+    async def round(self) -> list[NodePlan]:
+        self._metrics.rebalance_rounds.inc()
+        now = self._clock()
+        facts = self._node_facts()
+        self.tracker.forget(facts)
+        observations = {
+            name: self.tracker.observe(name, node.annotations, self._zone, now)
+            for name, node in facts.items()
+        }
+        states: dict[str, int] = dict.fromkeys(("over", "waiting", "held", "stale", "under"), 0)
+        for observation in observations.values():
+            states[observation.state] += 1
+        for state, count in states.items():
+            self._metrics.rebalance_nodes.labels(state).set(count)
+        self.moved = {k: v for k, v in self.moved.items() if v > now}
+        await self._clear_marks(facts, observations, now)
+        acting = sorted(
+            (o for o in observations.values() if o.state == "over"),
+            key=lambda o: -_excess(o),
+        )
+        self.status.round_at = _stamp(now)
+        self.status.nodes = states
+        self.status.observed = [
+            _observed(o) for o in observations.values() if o.state in ("over", "waiting", "held")
+        ]
+        plans: list[NodePlan] = []
+        if acting:
+            plans = await self._act(acting, facts, observations, now)
+        self.status.plans = [_plan_json(p) for p in plans]
+        await self._publish()
+        return plans
+
+    # -- acting -------------------------------------------------------------------------------
+
+    async def _act(
+        self,
+        acting: list[Observation],
+        facts: Mapping[str, NodeFacts],
+        observations: Mapping[str, Observation],
+        now: datetime,
+    ) -> list[NodePlan]:
+        usage = await self._measured()
+        targets = self._targets(facts, observations, now)
+        planned: dict[str, Need] = {}
+        plans: list[NodePlan] = []
+        limits = self._settings.limits
+        budget = {"round": limits.per_round}
+        per_namespace: dict[str, int] = {}
+        for observation in acting:
+            acting_metric = observation.acting
+            if acting_metric is None:
+                continue
+            threshold = next(t for t in self.thresholds if t.metric == acting_metric.metric)
+            node = facts[observation.node]
+            pods = await self._pods_on(observation.node)
+            if pods is None:
+                continue
+            candidates = self._candidates(pods, threshold, usage, now)
+            plan = plan_node(
+                observation,
+                threshold,
+                node.size,
+                candidates,
+                targets,
+                self.thresholds,
+                now,
+                planned,
+                holding_of=_holding,
+            )
+            if plan is None:
+                continue
+            plans.append(plan)
+            if plan.unplaced:
+                self._metrics.rebalance_skipped.labels("no-target").inc(len(plan.unplaced))
+                logger.info(
+                    "node/%s: %s %.3f above %g, but not moved: %s",
+                    plan.node,
+                    plan.metric,
+                    plan.value,
+                    plan.high,
+                    "; ".join(f"{pod}: {why}" for pod, why in plan.unplaced),
+                )
+                continue
+            if not plan.moves:
+                self._metrics.rebalance_skipped.labels("no-candidate").inc()
+                continue
+            await self._carry_out(plan, observation, budget, per_namespace, now)
+        return plans
+
+    def _candidates(
+        self,
+        pods: Sequence[FullPod],
+        threshold: Threshold,
+        usage: Mapping[str, dict[tuple[str, str], float]],
+        now: datetime,
+    ) -> list[Candidate]:
+        candidates: list[Candidate] = []
+        for pod in pods:
+            meta = pod.metadata
+            facts = PodFacts(
+                namespace=meta.namespace,
+                name=meta.name,
+                uid=meta.uid,
+                owners=tuple((o.kind, o.name) for o in meta.ownerReferences or ()),
+                annotations=meta.annotations or {},
+                labels=meta.labels or {},
+                priority=pod.spec.priority or 0,
+                phase=pod.status.phase,
+                terminating=bool(meta.deletionTimestamp),
+            )
+            reason = skip_reason(facts, self._settings, self.moved, now)
+            if reason is not None:
+                self._metrics.rebalance_skipped.labels(reason).inc()
+                continue
+            try:
+                request = pod_request(pod.spec)
+            except ValueError:
+                self._metrics.rebalance_skipped.labels("unreadable").inc()
+                continue
+            key = (meta.namespace, meta.name)
+            estimated = Need(
+                float(request.get("cpu", 0)) * self._estimation.factor_of("cpu")
+                or self._estimation.default_of("cpu"),
+                float(request.get("memory", 0)) * self._estimation.factor_of("memory")
+                or self._estimation.default_of("memory"),
+            )
+            cpu = usage["cpu"].get(key)
+            memory = usage["memory"].get(key)
+            need = Need(
+                cpu if cpu is not None else estimated.cpu,
+                memory if memory is not None else estimated.memory,
+            )
+            measured = (cpu if threshold.resource == "cpu" else memory) is not None
+            candidates.append(
+                Candidate(
+                    facts=facts,
+                    usage=need.of(threshold.resource),
+                    measured=measured,
+                    online=pod.spec.preemptionPolicy == "Never",
+                    created=meta.creationTimestamp or "",
+                    needs=PodNeeds(
+                        requests=request,
+                        node_selector=pod.spec.nodeSelector or {},
+                        tolerations=tolerations_of(pod.spec.tolerations),
+                    ),
+                    need=need,
+                )
+            )
+        return candidates
+
+    async def _carry_out(
+        self,
+        plan: NodePlan,
+        observation: Observation,
+        budget: dict[str, int],
+        per_namespace: dict[str, int],
+        now: datetime,
+    ) -> None:
+        limits = self._settings.limits
+        allowed: list[Move] = []
+        workloads: set[str] = set()
+        for move in plan.moves:
+            facts = move.pod.facts
+            workload = facts.workload or ""
+            if (
+                len(allowed) >= limits.per_node
+                or budget["round"] <= len(allowed)
+                or per_namespace.get(facts.namespace, 0) >= limits.per_namespace
+                or workload in workloads
+            ):
+                self._metrics.rebalance_skipped.labels("limit").inc()
+                continue
+            workloads.add(workload)
+            per_namespace[facts.namespace] = per_namespace.get(facts.namespace, 0) + 1
+            allowed.append(move)
+        if not allowed:
+            return
+        if not self.dry_run and not self._bucket.take(len(allowed)):
+            self._metrics.rebalance_evictions.labels("throttled", plan.metric).inc(len(allowed))
+            logger.info("node/%s: rebalance deferred by the eviction rate limit", plan.node)
+            return
+        budget["round"] -= len(allowed)
+        until = now + self._settings.cooldown
+        if not self.dry_run and not await self._mark(
+            plan.node, {m.pod.facts.workload or "": until for m in allowed}, now
+        ):
+            return  # without the mark a replacement could come straight back: move nothing
+        streak = observation.acting.streak if observation.acting else 0
+        evicted = False
+        for move in allowed:
+            pod = move.pod
+            facts = pod.facts
+            how = "measured" if pod.measured else "estimated from its request"
+            unit = "cores" if plan.resource == "cpu" else "bytes"
+            message = (
+                f"node {plan.node}: {plan.metric} {plan.value:.3f} above {plan.high:g} for "
+                f"{streak} rounds; this pod uses {pod.usage:.3g} {unit} ({how}); "
+                f"expected on node {move.target} ({plan.metric} "
+                f"{move.value_after:.3f} with it)"
+            )
+            pod_ref = ObjectRef("Pod", facts.namespace, facts.name, facts.uid)
+            node_ref = ObjectRef("Node", "", plan.node, plan.node)
+            if self.dry_run:
+                self._metrics.rebalance_evictions.labels("dry-run", plan.metric).inc()
+                self._remember(now, move.pod.key, plan, move.target, "dry-run")
+                logger.info("pod/%s: dry run: would evict: %s", pod.key, message)
+                await self._recorder.record(
+                    pod_ref, "Rebalancing", f"dry run: would evict: {message}"
+                )
+                continue
+            result, detail = await evict(
+                self._kube,
+                namespace=facts.namespace,
+                name=facts.name,
+                uid=facts.uid,
+                grace_seconds=self._settings.grace_seconds,
+                retry=self._retry,
+            )
+            self._metrics.rebalance_evictions.labels(result.value, plan.metric).inc()
+            self._remember(now, pod.key, plan, move.target, result.value, detail)
+            if result is Eviction.EVICTED:
+                evicted = True
+                if facts.workload:
+                    self.moved[facts.workload] = until
+                logger.info("pod/%s: evicted: %s", pod.key, message)
+                await self._recorder.record(pod_ref, "Rebalanced", f"evicted: {message}")
+                await self._recorder.record(
+                    node_ref, "Rebalanced", f"evicted pod {pod.key}: {message}"
+                )
+            elif result is Eviction.BLOCKED:
+                logger.info("pod/%s: eviction blocked: %s", pod.key, detail)
+                await self._recorder.record(
+                    pod_ref,
+                    "RebalanceBlocked",
+                    f"not evicted, a PodDisruptionBudget does not allow it now: {detail}",
+                    kind="Warning",
+                )
+            elif result is Eviction.FAILED:
+                logger.warning("pod/%s: eviction failed: %s", pod.key, detail)
+        if evicted:
+            self.tracker.hold(plan.node, now)
+
+    def _remember(
+        self, now: datetime, pod: str, plan: NodePlan, target: str, result: str, detail: str = ""
+    ) -> None:
+        self.status.evictions.append(
+            EvictionRecord(_stamp(now), pod, plan.node, target, plan.metric, result, detail)
+        )
+
+    # -- marks --------------------------------------------------------------------------------
+
+    async def _mark(self, node: str, add: Mapping[str, datetime], now: datetime) -> bool:
+        facts = self._node_facts().get(node)
+        current = decode_departures(
+            facts.annotations.get(REBALANCED_FROM_ANNOTATION) if facts else None
+        )
+        marks = {k: v for k, v in current.items() if v > now}
+        marks.update(add)
+        return await self._write_marks(node, encode_departures(marks))
+
+    async def _write_marks(self, node: str, value: str | None) -> bool:
+        body = {"metadata": {"annotations": {REBALANCED_FROM_ANNOTATION: value}}}
+        try:
+            await patching.patch(
+                self._kube,
+                NODES,
+                node,
+                body,
+                what=f"node/{node}: mark rebalanced workloads",
+                retry=self._retry,
+                idempotent=True,
+                conflicts=True,
+            )
+        except APINotFoundError:
+            return False
+        except LoadschedError as e:
+            logger.warning("node/%s: rebalance mark not written; nothing moved: %s", node, e)
+            return False
+        return True
+
+    async def _clear_marks(
+        self, facts: Mapping[str, NodeFacts], observations: Mapping[str, Observation], now: datetime
+    ) -> None:
+        """Drop marks that expired; all of a node's once it is under every ``low``."""
+        if self.dry_run:
+            return
+        for name, node in facts.items():
+            raw = node.annotations.get(REBALANCED_FROM_ANNOTATION)
+            if raw is None:
+                continue
+            marks = decode_departures(raw)
+            observation = observations.get(name)
+            if observation is not None and observation.under_low:
+                kept: dict[str, datetime] = {}
+            else:
+                kept = {k: v for k, v in marks.items() if v > now}
+            if kept == marks and raw == encode_departures(marks):
+                continue
+            await self._write_marks(name, encode_departures(kept) if kept else None)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def _pods_on(self, node: str) -> list[FullPod] | None:
+        path = PODS.path() + "?fieldSelector=" + quote(f"spec.nodeName={node}", safe="")
+        try:
+            response = await request(
+                self._kube, "GET", path, what=f"pods on node/{node}", retry=self._retry
+            )
+            items = _POD_LIST.decode(response.content).items or []
+        except (LoadschedError, msgspec.DecodeError) as e:
+            logger.warning("node/%s: pods not read; not rebalanced this round: %s", node, e)
+            return None
+        return [p for p in items if p.status.phase not in ("Succeeded", "Failed")]
+
+    async def _measured(self) -> dict[str, dict[tuple[str, str], float]]:
+        """Per resource, (namespace, pod) → usage; a failed query is none (estimates apply)."""
+        usage: dict[str, dict[tuple[str, str], float]] = {}
+        for resource, promql in (
+            ("cpu", self._settings.usage.cpu),
+            ("memory", self._settings.usage.memory),
+        ):
+            try:
+                usage[resource] = await self._usage(promql)
+            except LoadschedError as e:
+                self._metrics.rebalance_usage_errors.labels(resource).inc()
+                logger.warning("per-pod %s usage not read; requests count instead: %s", resource, e)
+                usage[resource] = {}
+        return usage
+
+    def _targets(
+        self,
+        facts: Mapping[str, NodeFacts],
+        observations: Mapping[str, Observation],
+        now: datetime,
+    ) -> list[TargetNode]:
+        rules = self._rules
+        targets = []
+        for name, node in facts.items():
+            observation = observations.get(name)
+            if observation is None or observation.state in ("over", "stale", "held"):
+                continue
+            bound = self._bound_pods(name)
+            placements = [b.placement for b in bound] if rules.reads_pods else []
+            load = NodeLoad.from_annotations(name, node.annotations, rules, node.size)
+            verdict = evaluate(load, rules, now, placements)
+            values = {m.metric: m.value for m in observation.metrics if m.value is not None}
+            targets.append(
+                TargetNode(
+                    name=name,
+                    verdict=verdict,
+                    fit=node.fit,
+                    bound=tuple(_Holding(b.request) for b in bound),
+                    size=node.size,
+                    values=values,
+                    marks=decode_departures(node.annotations.get(REBALANCED_FROM_ANNOTATION)),
+                    score=verdict.score,
+                )
+            )
+        return targets
+
+    # -- publishing ---------------------------------------------------------------------------
+
+    async def _publish(self) -> None:
+        """The status as a ConfigMap (when it changed), for the extender and the plugin."""
+        text = json.dumps(self.status.as_json(), indent=1, sort_keys=True)
+        body = encode(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": self._status_name,
+                    "namespace": self._status_namespace,
+                    "labels": {"app.kubernetes.io/managed-by": "loadsched"},
+                },
+                "data": {REBALANCE_STATUS_KEY: text},
+            }
+        )
+        if body == self._published:
+            return
+        path = CONFIGMAPS.path(self._status_name, namespace=self._status_namespace)
+        try:
+            await request(
+                self._kube,
+                "PATCH",
+                path + "?fieldManager=loadsched-rebalancer&force=true",
+                what=f"configmap/{self._status_namespace}/{self._status_name}: apply",
+                retry=self._retry,
+                idempotent=True,
+                conflicts=True,
+                content=body,
+                headers={"Content-Type": "application/apply-patch+yaml"},
+            )
+        except LoadschedError as e:
+            logger.warning("rebalance status not published: %s", e)
+            return
+        self._published = body
+
+
+@dataclass(frozen=True)
+class _Holding:
+    request: ResourceList
+
+
+def _holding(candidate: Candidate) -> _Holding:
+    return _Holding(candidate.needs.requests)
+
+
+def _excess(observation: Observation) -> float:
+    acting = observation.acting
+    if acting is None or acting.value is None:
+        return 0.0
+    return (acting.value - acting.high) / acting.high
+
+
+def _observed(observation: Observation) -> dict[str, Any]:
+    return {
+        "node": observation.node,
+        "state": observation.state,
+        "metrics": [
+            {
+                "metric": m.metric,
+                "value": m.value,
+                "high": m.high,
+                "low": m.low,
+                "rounds": m.streak,
+            }
+            for m in observation.metrics
+        ],
+    }
+
+
+def _plan_json(plan: NodePlan) -> dict[str, Any]:
+    return {
+        "node": plan.node,
+        "metric": plan.metric,
+        "value": round(plan.value, 5),
+        "high": plan.high,
+        "overshoot": round(plan.overshoot, 6),
+        "resource": plan.resource,
+        "moves": [
+            {
+                "pod": m.pod.key,
+                "usage": round(m.pod.usage, 6),
+                "measured": m.pod.measured,
+                "target": m.target,
+                "valueAfter": round(m.value_after, 5),
+            }
+            for m in plan.moves
+        ],
+        "unplaced": [{"pod": pod, "why": why} for pod, why in plan.unplaced],
+    }

@@ -1,0 +1,586 @@
+"""The rebalancer's decisions, pure: which nodes have stayed overloaded, which pods may move,
+the fewest that cover the overshoot, and where each would go.
+
+- **When a node is acted on** (:class:`OverloadTracker`): a round counts for a node's metric
+  only with a *new* fresh sample (a timestamp later than the last counted); above ``high`` it
+  adds one to the metric's streak, under it resets the streak. A missing, stale or future
+  value resets it and marks the node ``stale``: nothing on it is moved. A node acts once a
+  streak reaches ``consecutiveRounds``; after pods were moved off it, it is held until the
+  metric can show them gone (the metric's window and delay), and its streaks start again.
+- **Which pods may move** (:func:`skip_reason`): pods a controller recreates (ReplicaSet,
+  StatefulSet, Job, ReplicationController: never bare, DaemonSet or mirror pods), running,
+  not terminating, at or below ``maxPriority`` (system-critical never), in a namespace and
+  with labels the policy selects, not opted out (annotation ``loadsched.io/evict: "false"``),
+  and whose workload was not moved within ``cooldown``.
+- **Which first** (:func:`fewest_covering`): one pod per workload at most (the one using the
+  most, :func:`one_per_workload`), and of those the fewest whose usage covers the overshoot
+  (the node's value above ``high``, in cores or bytes); among sets of that size, online
+  services (``preemptionPolicy: Never``) last, then lowest priority, then newest. A pod's
+  usage is its measured one, else its request × the estimation factor.
+- **Only moves that help** (:func:`plan_node`): each pod is moved only if a node passes
+  loadsched's own filter for it (the same verdicts as the extender's, estimation included,
+  with the pods already planned there counted) and node fit (selector, taints, requests), and
+  stays under every ``high`` with the pod's usage added; the best-scored such node is its
+  target. If not every pod of the set has one, the node is left alone this round.
+- **No loops**: the node a workload's pod left carries ``loadsched.io/rebalanced-from``
+  (:func:`encode_departures`): the extender refuses that workload's pods there until the
+  mark's time (``cooldown``), which the rebalancer ends early once the node is under ``low``.
+
+Time is passed in; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Literal
+
+from shared.annotation_keys import EVICT_ANNOTATION
+from shared.annotations import Reading, Sample, Unknown, decode
+from shared.estimation import Need, NodeSize
+from shared.freshness import fresh_value
+from shared.load_model import Verdict, refusal_for
+from shared.node_fit import FitNode, Holding, PodNeeds, unfit_reason
+from shared.policy import EXTRA_ACTIVE_PERIOD, DynamicSchedulerPolicy, RebalancePolicy, Resource
+
+MOVABLE_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "Job", "ReplicationController"})
+"""Owners that recreate a pod evicted from under them."""
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+"""``system-cluster-critical`` and above: never moved, whatever ``maxPriority`` says."""
+OPT_OUT_ANNOTATION = EVICT_ANNOTATION
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""On a static pod's mirror: the kubelet owns it, eviction cannot move it."""
+
+SkipReason = Literal[
+    "no-controller",
+    "daemonset",
+    "mirror",
+    "terminating",
+    "not-running",
+    "priority",
+    "namespace",
+    "selector",
+    "opted-out",
+    "cooldown",
+    "in-flight",
+    "unreadable",
+]
+"""Why a pod on an overloaded node is not a candidate (a metric label)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """One ``spec.rebalance`` threshold, compiled."""
+
+    metric: str
+    resource: Resource
+    high: float
+    low: float
+    window: timedelta
+    """How long a value stays fresh (its sync period + 5m)."""
+    settle: timedelta
+    """How long after a pod left the value can still hold it: its window and delay (for a
+    maximum, the freshness window: it holds a pod longer than it takes to show it)."""
+
+
+def thresholds_of(policy: DynamicSchedulerPolicy) -> tuple[Threshold, ...]:
+    syncs = {s.name: s for s in policy.spec.sync_policy}
+    compiled = []
+    for threshold in policy.spec.rebalance_thresholds():
+        sync = syncs[threshold.metric]
+        resource = sync.measures
+        if resource is None:  # the policy refuses it; here for the type checker
+            continue
+        window = sync.period + EXTRA_ACTIVE_PERIOD
+        coverage = sync.coverage
+        settle = coverage + sync.lag if coverage is not None and sync.releases else window
+        compiled.append(
+            Threshold(
+                threshold.metric, resource, threshold.high, threshold.low_or_default, window, settle
+            )
+        )
+    return tuple(compiled)
+
+
+# -- the source-node mark ----------------------------------------------------------------------
+
+
+def encode_departures(marks: Mapping[str, datetime]) -> str:
+    """``{"<namespace>/<Kind>/<name>": "<until, RFC 3339 UTC>"}``, sorted by workload."""
+    return json.dumps(
+        {k: marks[k].astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for k in sorted(marks)},
+        separators=(",", ":"),
+    )
+
+
+def decode_departures(raw: str | None) -> dict[str, datetime]:
+    """The marks of a ``loadsched.io/rebalanced-from`` value; a malformed value or entry is
+    none (the mark only ever refuses, so reading too little is the safe side)."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    marks: dict[str, datetime] = {}
+    for key, until in data.items():
+        if not isinstance(until, str):
+            continue
+        try:
+            moment = datetime.strptime(until, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        marks[str(key)] = moment
+    return marks
+
+
+def workload_key(namespace: str, owners: Iterable[tuple[str, str]]) -> str | None:
+    """``<namespace>/<Kind>/<name>`` of the first owner that recreates the pod, or ``None``."""
+    for kind, name in owners:
+        if kind in MOVABLE_OWNERS and name:
+            return f"{namespace}/{kind}/{name}"
+    return None
+
+
+def refused_here(workload: str | None, marks: Mapping[str, datetime], now: datetime) -> bool:
+    """Whether a pod of ``workload`` is refused on a node carrying ``marks``."""
+    if workload is None:
+        return False
+    until = marks.get(workload)
+    return until is not None and now < until
+
+
+def departure_message(node: str, workload: str, until: datetime) -> str:
+    return (
+        f"node[{node}]: a pod of {workload} was moved off this node by the rebalancer; "
+        f"its replacement is refused here until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} "
+        "(or the node is under its low threshold)"
+    )
+
+
+# -- when a node is acted on ------------------------------------------------------------------
+
+
+NodeState = Literal["over", "under", "stale", "held", "waiting"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricState:
+    metric: str
+    value: float | None
+    """The fresh value (a fraction), else ``None``."""
+    sampled_at: datetime | None
+    high: float
+    low: float
+    streak: int
+    reason: str = "fresh"
+    """``fresh``, or why the value is unknown (missing, stale, future, malformed...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """A node after a round."""
+
+    node: str
+    state: NodeState
+    """``over``: acted on this round; ``waiting``: above ``high`` for fewer rounds than
+    needed; ``held``: pods were moved off it lately; ``stale``: a value is unknown."""
+    metrics: tuple[MetricState, ...]
+    acting: MetricState | None = None
+    """The metric acted on: of those whose streak is complete, the furthest above ``high``."""
+
+    @property
+    def under_low(self) -> bool:
+        """Every value fresh and under its ``low``."""
+        return all(m.value is not None and m.value < m.low for m in self.metrics)
+
+
+@dataclass
+class _Streak:
+    count: int = 0
+    sampled_at: datetime | None = None
+
+
+class OverloadTracker:
+    """Streaks of fresh rounds above ``high``, per node and metric."""
+
+    def __init__(self, thresholds: Sequence[Threshold], rounds: int) -> None:
+        self.thresholds = tuple(thresholds)
+        self.rounds = rounds
+        self._streaks: dict[tuple[str, str], _Streak] = {}
+        self._held: dict[str, datetime] = {}
+
+    def forget(self, keep: Iterable[str]) -> None:
+        """Drop nodes not in ``keep`` (deleted)."""
+        kept = set(keep)
+        self._streaks = {k: v for k, v in self._streaks.items() if k[0] in kept}
+        self._held = {k: v for k, v in self._held.items() if k in kept}
+
+    def hold(self, node: str, now: datetime) -> None:
+        """Pods were moved off ``node``: no streak counts until its metrics can show it."""
+        settle = max((t.settle for t in self.thresholds), default=timedelta(0))
+        self._held[node] = now + settle
+        for threshold in self.thresholds:
+            self._streaks.pop((node, threshold.metric), None)
+
+    def held_until(self, node: str) -> datetime | None:
+        return self._held.get(node)
+
+    def observe(
+        self, node: str, annotations: Mapping[str, str] | None, zone: tzinfo, now: datetime
+    ) -> Observation:
+        source = annotations or {}
+        held = self._held.get(node)
+        if held is not None and now >= held:
+            del self._held[node]
+            held = None
+        states: list[MetricState] = []
+        stale = False
+        for threshold in self.thresholds:
+            key = (node, threshold.metric)
+            reading: Reading = decode(source.get(threshold.metric), zone)
+            value, _ = fresh_value(reading, threshold.window, now)
+            streak = self._streaks.setdefault(key, _Streak())
+            if isinstance(value, Unknown):
+                stale = True
+                streak.count, streak.sampled_at = 0, None
+                states.append(
+                    MetricState(
+                        threshold.metric,
+                        None,
+                        None,
+                        threshold.high,
+                        threshold.low,
+                        0,
+                        value.reason,
+                    )
+                )
+                continue
+            sample: Sample = value
+            if held is None and (streak.sampled_at is None or sample.timestamp > streak.sampled_at):
+                streak.sampled_at = sample.timestamp
+                streak.count = streak.count + 1 if sample.value > threshold.high else 0
+            states.append(
+                MetricState(
+                    threshold.metric,
+                    sample.value,
+                    sample.timestamp,
+                    threshold.high,
+                    threshold.low,
+                    streak.count,
+                )
+            )
+        metrics = tuple(states)
+        if stale:
+            return Observation(node, "stale", metrics)
+        if held is not None:
+            return Observation(node, "held", metrics)
+        complete = [
+            m
+            for m in metrics
+            if m.streak >= self.rounds and m.value is not None and m.value > m.high
+        ]
+        if complete:
+            acting = max(complete, key=lambda m: ((m.value or 0.0) - m.high) / m.high)
+            return Observation(node, "over", metrics, acting)
+        if any(m.value is not None and m.value > m.high for m in metrics):
+            return Observation(node, "waiting", metrics)
+        return Observation(node, "under", metrics)
+
+
+# -- which pods may move ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What eligibility reads of a pod on an overloaded node."""
+
+    namespace: str
+    name: str
+    uid: str
+    owners: tuple[tuple[str, str], ...]
+    """(kind, name) of each owner reference."""
+    annotations: Mapping[str, str]
+    labels: Mapping[str, str]
+    priority: int
+    phase: str | None
+    terminating: bool
+
+    @property
+    def workload(self) -> str | None:
+        return workload_key(self.namespace, self.owners)
+
+
+def skip_reason(
+    pod: PodFacts,
+    policy: RebalancePolicy,
+    moved: Mapping[str, datetime],
+    now: datetime,
+) -> SkipReason | None:
+    """Why ``pod`` may not be moved, or ``None``; ``moved`` is workload → until when its pods
+    are not moved again (``cooldown`` after the last)."""
+    kinds = {kind for kind, _ in pod.owners}
+    if MIRROR_ANNOTATION in pod.annotations or "Node" in kinds:
+        return "mirror"
+    if "DaemonSet" in kinds:
+        return "daemonset"
+    workload = pod.workload
+    if workload is None:
+        return "no-controller"
+    if pod.terminating:
+        return "terminating"
+    if pod.phase != "Running":
+        return "not-running"
+    if pod.priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority > policy.max_priority:
+        return "priority"
+    namespaces = policy.namespaces
+    if pod.namespace in namespaces.exclude or (
+        namespaces.include and pod.namespace not in namespaces.include
+    ):
+        return "namespace"
+    if any(pod.labels.get(k) != v for k, v in policy.pod_selector.items()):
+        return "selector"
+    if pod.annotations.get(OPT_OUT_ANNOTATION, "").strip().lower() == "false":
+        return "opted-out"
+    until = moved.get(workload)
+    if until is not None and now < until:
+        return "cooldown"
+    return None
+
+
+# -- which first --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A pod that may move, with what moving it takes off its node."""
+
+    facts: PodFacts
+    usage: float
+    """Of the acting resource (cores or bytes): measured, else estimated."""
+    measured: bool
+    online: bool
+    """``preemptionPolicy: Never``: an online service, moved last."""
+    created: str
+    needs: PodNeeds
+    """For node fit on a target."""
+    need: Need
+    """Cores and bytes it takes on a target: measured where known, else estimated."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.facts.namespace}/{self.facts.name}"
+
+
+def _preference(candidate: Candidate) -> tuple[bool, int, str]:
+    # online services last, then lowest priority, then newest (ISO timestamps sort by time)
+    return (candidate.online, candidate.facts.priority, _descending(candidate.created))
+
+
+def _descending(text: str) -> str:
+    return "".join(chr(0x10FFFF - ord(c)) for c in text)
+
+
+def fewest_covering(candidates: Sequence[Candidate], overshoot: float) -> list[Candidate]:
+    """The fewest candidates whose usage adds up to ``overshoot`` (all of them if together
+    they fall short), preferring, among sets of that size, online services last, then lowest
+    priority, then newest.
+
+    The size is the shortest prefix of the candidates by usage, largest first (no set of that
+    many covers more). Then, in order of preference, a pod is taken when the pods left can
+    still cover the rest with the places left: the chosen set has that size and is the most
+    preferred one this greedy finds."""
+    if overshoot <= 0 or not candidates:
+        return []
+    by_usage = sorted(candidates, key=lambda c: c.usage, reverse=True)
+    size, total = 0, 0.0
+    for candidate in by_usage:
+        size += 1
+        total += candidate.usage
+        if total >= overshoot:
+            break
+    if total < overshoot:
+        return sorted(by_usage, key=_preference)
+    chosen: list[Candidate] = []
+    rest = overshoot
+    remaining = sorted(candidates, key=_preference)
+    for index, candidate in enumerate(remaining):
+        places = size - len(chosen) - 1
+        if places < 0:
+            break
+        others = sorted((c.usage for c in remaining[index + 1 :]), reverse=True)[:places]
+        if candidate.usage + sum(others) >= rest:
+            chosen.append(candidate)
+            rest -= candidate.usage
+            if rest <= 0:
+                break
+    return chosen
+
+
+def one_per_workload(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """A workload loses at most one pod a round (never more than any ``maxUnavailable`` of at
+    least 1 allows): of its pods, the one using the most."""
+    best: dict[str, Candidate] = {}
+    for candidate in candidates:
+        key = candidate.facts.workload or candidate.facts.uid
+        kept = best.get(key)
+        if kept is None or candidate.usage > kept.usage:
+            best[key] = candidate
+    return list(best.values())
+
+
+# -- only moves that help -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TargetNode:
+    """Another node, as a move onto it is judged."""
+
+    name: str
+    verdict: Verdict
+    """The extender's verdict of the node now (estimation included)."""
+    fit: FitNode
+    bound: tuple[Holding, ...]
+    """The pods holding room on it (for requests)."""
+    size: NodeSize
+    values: Mapping[str, float]
+    """The fresh value of each threshold's metric; a metric missing here is unknown."""
+    marks: Mapping[str, datetime] = field(default_factory=dict)
+    score: int = 0
+    """The extender's 0..100 score of the node for the pod class (crane's or the strategy's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    pod: Candidate
+    target: str
+    value_after: float
+    """The target's value of the acting metric with the pod's usage added."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlan:
+    node: str
+    metric: str
+    resource: Resource
+    value: float
+    high: float
+    overshoot: float
+    """Cores or bytes above ``high``."""
+    moves: tuple[Move, ...]
+    unplaced: tuple[tuple[str, str], ...] = ()
+    """(pod, why) of a chosen pod no node takes: then nothing moves."""
+
+    @property
+    def covered(self) -> float:
+        return sum(m.pod.usage for m in self.moves)
+
+
+def target_reason(
+    pod: Candidate,
+    target: TargetNode,
+    thresholds: Sequence[Threshold],
+    added: Need,
+    now: datetime,
+    holding: Sequence[Holding] = (),
+) -> str | None:
+    """Why ``target`` would not take ``pod`` (with ``added`` already planned there), or
+    ``None``: the extender's filter, node fit, the workload's mark, every ``high``."""
+    if target.verdict.overload is not None:
+        return "overloaded"
+    if refused_here(pod.facts.workload, target.marks, now):
+        return "moved-off-lately"
+    total = Need(added.cpu + pod.need.cpu, added.memory + pod.need.memory)
+    if refusal_for(target.verdict, total, target.name) is not None:
+        return "no-headroom"
+    if unfit_reason(pod.needs, target.fit, (*target.bound, *holding)) is not None:
+        return "does-not-fit"
+    for threshold in thresholds:
+        value = target.values.get(threshold.metric)
+        size = target.size.capacity(threshold.resource)
+        if value is None or not size:
+            return "unknown-load"
+        if value + total.of(threshold.resource) / size >= threshold.high:
+            return "would-overload"
+    return None
+
+
+def plan_node(
+    observation: Observation,
+    threshold: Threshold,
+    size: NodeSize,
+    candidates: Sequence[Candidate],
+    targets: Sequence[TargetNode],
+    thresholds: Sequence[Threshold],
+    now: datetime,
+    planned: dict[str, Need] | None = None,
+    holding_of: Callable[[Candidate], Holding] | None = None,
+) -> NodePlan | None:
+    """The moves that bring ``observation``'s node back under ``threshold.high``, or a plan
+    with none and why (``unplaced``); ``None`` when nothing is over. ``planned`` (target →
+    what moves planned this round add) is updated with the moves made."""
+    acting = observation.acting
+    capacity = size.capacity(threshold.resource)
+    if acting is None or acting.value is None or not capacity:
+        return None
+    overshoot = (acting.value - threshold.high) * capacity
+    chosen = fewest_covering(one_per_workload(candidates), overshoot)
+    planned = planned if planned is not None else {}
+    holdings: dict[str, list[Holding]] = {}
+    moves: list[Move] = []
+    unplaced: list[tuple[str, str]] = []
+    for pod in chosen:
+        best: tuple[int, str] | None = None
+        reasons: dict[str, int] = {}
+        for target in targets:
+            if target.name == observation.node:
+                continue
+            added = planned.get(target.name, Need(0.0, 0.0))
+            why = target_reason(pod, target, thresholds, added, now, holdings.get(target.name, ()))
+            if why is not None:
+                reasons[why] = reasons.get(why, 0) + 1
+                continue
+            if best is None or (target.score, _descending(target.name)) > (
+                best[0],
+                _descending(best[1]),
+            ):
+                best = (target.score, target.name)
+        if best is None:
+            summary = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
+            unplaced.append((pod.key, f"no node takes it ({summary or 'no other node'})"))
+            continue
+        name = best[1]
+        target = next(t for t in targets if t.name == name)
+        added = planned.get(name, Need(0.0, 0.0))
+        planned[name] = Need(added.cpu + pod.need.cpu, added.memory + pod.need.memory)
+        if holding_of is not None:
+            holdings.setdefault(name, []).append(holding_of(pod))
+        target_size = target.size.capacity(threshold.resource) or math.inf
+        after = (
+            target.values.get(threshold.metric, 0.0)
+            + planned[name].of(threshold.resource) / target_size
+        )
+        moves.append(Move(pod, name, after))
+    if unplaced:
+        # a set that does not all move may not bring the node under: move none of it
+        for move in moves:
+            added = planned[move.target]
+            planned[move.target] = Need(
+                added.cpu - move.pod.need.cpu, added.memory - move.pod.need.memory
+            )
+        moves = []
+    return NodePlan(
+        observation.node,
+        threshold.metric,
+        threshold.resource,
+        acting.value,
+        threshold.high,
+        overshoot,
+        tuple(moves),
+        tuple(unplaced),
+    )

@@ -1,0 +1,317 @@
+"""The rebalancer against a recording fake API: the mark before the eviction, the Events, a
+PodDisruptionBudget's 429, dry-run, stale data, the limits, and the status it publishes."""
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+import yaml
+
+from annotator.metrics import AnnotatorMetrics
+from annotator.rebalance.controller import NodeFacts, Rebalancer
+from annotator.rebalance.pods import BoundPods
+from annotator.recording import EventRecorder
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
+from shared.annotations import encode_metric
+from shared.errors import LoadschedError
+from shared.estimation import NodeSize
+from shared.node_fit import FitNode
+from shared.policy import DEFAULT_POLICY_YAML, parse_policy
+from shared.rules import LoadRules
+from tests.fakes.clock import Clock
+
+pytestmark = pytest.mark.anyio
+
+CPU = "cpu_usage_avg_5m"
+MEM = "mem_usage_avg_5m"
+SIZE = NodeSize(8.0, 32 * 2**30, 8.0, 32 * 2**30)
+
+
+def policy(**rebalance: Any) -> Any:
+    data = yaml.safe_load(DEFAULT_POLICY_YAML)
+    data["spec"]["rebalance"] = {"enabled": True, "consecutiveRounds": 2, **rebalance}
+    return parse_policy(data)
+
+
+def pod(name: str, cpu: str, **meta: Any) -> dict[str, Any]:
+    owners = meta.pop("owners", [{"kind": "ReplicaSet", "name": f"{name}-rs"}])
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "web",
+            "uid": f"uid-{name}",
+            "creationTimestamp": "2026-11-22T10:00:00Z",
+            "ownerReferences": owners,
+            **meta,
+        },
+        "spec": {
+            "nodeName": "hot",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+class FakeAPI:
+    def __init__(self, pods: list[dict[str, Any]], eviction_status: int = 201) -> None:
+        self.pods = pods
+        self.eviction_status = eviction_status
+        self.requests: list[tuple[str, str, Any]] = []
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        body: Any = None
+        if request.content:
+            body = json.loads(request.content)
+        self.requests.append((request.method, request.url.path, body))
+        if request.method == "GET" and request.url.path == "/api/v1/pods":
+            selector = request.url.params.get("fieldSelector", "")
+            node = selector.removeprefix("spec.nodeName=")
+            items = [p for p in self.pods if p["spec"]["nodeName"] == node]
+            return httpx.Response(200, json={"items": items})
+        if request.url.path.endswith("/eviction"):
+            if self.eviction_status == 429:
+                return httpx.Response(
+                    429, json={"code": 429, "reason": "TooManyRequests", "message": "violates PDB"}
+                )
+            return httpx.Response(self.eviction_status, json={})
+        return httpx.Response(200, json={})
+
+    def calls(self) -> list[tuple[str, str]]:
+        return [
+            (method, path)
+            for method, path, _ in self.requests
+            if not path.endswith("/events") and method != "GET"
+        ]
+
+    def events(self) -> list[tuple[str, str, str]]:
+        return [
+            (b["involvedObject"]["kind"], b["reason"], b["message"])
+            for _, path, b in self.requests
+            if path.endswith("/events")
+        ]
+
+
+class Nodes:
+    """Node facts the test moves: ``hot`` at 0.80 CPU, ``quiet`` at 0.20, resampled on demand."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.cpu = {"hot": 0.80, "quiet": 0.20}
+        self.extra: dict[str, dict[str, str]] = {"hot": {}, "quiet": {}}
+        self.sampled = clock()
+
+    def sample(self) -> None:
+        self.sampled = self.clock()
+
+    def __call__(self) -> Mapping[str, NodeFacts]:
+        return {
+            name: NodeFacts(
+                {
+                    CPU: encode_metric(cpu, self.sampled),
+                    MEM: encode_metric(0.30, self.sampled),
+                    **self.extra[name],
+                },
+                SIZE,
+                FitNode(name, {"cpu": "8", "memory": "32Gi", "pods": "110"}),
+            )
+            for name, cpu in self.cpu.items()
+        }
+
+
+def rebalancer(
+    api: FakeAPI,
+    clock: Clock,
+    nodes: Nodes,
+    usage: dict[tuple[str, str], float] | None = None,
+    metrics: AnnotatorMetrics | None = None,
+    **settings: Any,
+) -> Rebalancer:
+    chosen = policy(**settings)
+    client = httpx.AsyncClient(transport=httpx.MockTransport(api.handler), base_url="http://api")
+
+    async def query(promql: str) -> dict[tuple[str, str], float]:
+        if usage is None:
+            raise LoadschedError("Prometheus is down")
+        return usage if "cpu" in promql else {}
+
+    rules = LoadRules.from_policy(chosen)
+    return Rebalancer(
+        kube=client,
+        policy=chosen,
+        rules=rules,
+        node_facts=nodes,
+        bound_pods=BoundPods(rules, clock).on,
+        usage=query,
+        recorder=EventRecorder(client, instance="test", monotonic=clock.monotonic),
+        metrics=metrics or AnnotatorMetrics(),
+        status_namespace="loadsched-system",
+        clock=clock,
+        monotonic=clock.monotonic,
+    )
+
+
+async def rounds(controller: Rebalancer, nodes: Nodes, clock: Clock, n: int) -> list[Any]:
+    plans: list[Any] = []
+    for _ in range(n):
+        nodes.sample()
+        plans = await controller.round()
+        clock.advance(60)
+    return plans
+
+
+async def test_after_n_rounds_the_fewest_pods_move_mark_first() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    # hot is 0.80 of 8 cores: 1.2 cores over 0.65. Measured: big 1.5, small 0.4, tiny 0.1
+    api = FakeAPI([pod("big", "1"), pod("small", "1"), pod("tiny", "1")])
+    usage = {("web", "big"): 1.5, ("web", "small"): 0.4, ("web", "tiny"): 0.1}
+    controller = rebalancer(api, clock, nodes, usage)
+    first = await rounds(controller, nodes, clock, 1)
+    assert first == [] and not api.calls()[:-1]  # one round above high: waiting
+    plans = await rounds(controller, nodes, clock, 1)
+    assert [(m.pod.key, m.target) for m in plans[0].moves] == [("web/big", "quiet")]
+    writes = [c for c in api.calls() if "configmaps" not in c[1]]
+    assert writes == [
+        ("PATCH", "/api/v1/nodes/hot"),
+        ("POST", "/api/v1/namespaces/web/pods/big/eviction"),
+    ]
+    mark = next(b for m, p, b in api.requests if p == "/api/v1/nodes/hot")
+    assert json.loads(mark["metadata"]["annotations"][REBALANCED_FROM_ANNOTATION]) == {
+        "web/ReplicaSet/big-rs": "2026-11-22T12:16:00Z"  # the second round + 15m cooldown
+    }
+    kinds = {(kind, reason) for kind, reason, _ in api.events()}
+    assert kinds == {("Pod", "Rebalanced"), ("Node", "Rebalanced")}
+    message = api.events()[0][2]
+    assert "cpu_usage_avg_5m 0.800 above 0.65 for 2 rounds" in message
+    assert "uses 1.5 cores (measured)" in message and "node quiet" in message
+    # the node is held: the next rounds move nothing while its metric cannot show it
+    before = len(api.calls())
+    await rounds(controller, nodes, clock, 3)
+    assert [c for c in api.calls()[before:] if "eviction" in c[1]] == []
+
+
+async def test_a_pod_without_a_sample_counts_at_its_request_times_the_factor() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    api = FakeAPI([pod("a", "1"), pod("b", "2")])
+    # Prometheus is down: a counts 0.85, b 1.7 cores; b alone covers 1.2
+    controller = rebalancer(api, clock, nodes, usage=None)
+    plans = await rounds(controller, nodes, clock, 2)
+    move = plans[0].moves[0]
+    assert (move.pod.key, move.pod.usage, move.pod.measured) == ("web/b", 1.7, False)
+
+
+async def test_a_disruption_budget_blocks_and_is_counted() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    metrics = AnnotatorMetrics()
+    api = FakeAPI([pod("big", "2")], eviction_status=429)
+    controller = rebalancer(api, clock, nodes, {("web", "big"): 1.5}, metrics)
+    await rounds(controller, nodes, clock, 2)
+    blocked = metrics.rebalance_evictions.labels("blocked", CPU)._value.get()
+    assert blocked == 1
+    assert ("Pod", "RebalanceBlocked") in {(k, r) for k, r, _ in api.events()}
+    # nothing was evicted: the node is not held, the next round asks again
+    await rounds(controller, nodes, clock, 1)
+    assert metrics.rebalance_evictions.labels("blocked", CPU)._value.get() == 2
+
+
+async def test_dry_run_shows_the_plan_and_evicts_nothing() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    api = FakeAPI([pod("big", "2")])
+    controller = rebalancer(api, clock, nodes, {("web", "big"): 1.5}, dryRun=True)
+    await rounds(controller, nodes, clock, 3)
+    writes = {c for c in api.calls() if "configmaps" not in c[1]}
+    assert writes == set()
+    assert {r for _, r, _ in api.events()} == {"Rebalancing"}
+    status = controller.status.as_json()
+    assert status["dryRun"] is True
+    assert status["plans"][0]["moves"][0]["target"] == "quiet"
+    assert status["lastEvictions"][0]["result"] == "dry-run"
+    published = [b for m, p, b in api.requests if "configmaps" in p]
+    assert json.loads(published[-1]["data"]["status.json"])["plans"][0]["node"] == "hot"
+
+
+async def test_stale_metrics_stop_all_action() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    api = FakeAPI([pod("big", "2")])
+    metrics = AnnotatorMetrics()
+    controller = rebalancer(api, clock, nodes, {("web", "big"): 1.5}, metrics)
+    await rounds(controller, nodes, clock, 1)
+    clock.advance(600)  # no new sample for 10 minutes: the 3m metric is stale
+    for _ in range(3):
+        await controller.round()
+        clock.advance(60)
+    assert [c for c in api.calls() if "eviction" in c[1]] == []
+    assert metrics.rebalance_nodes.labels("stale")._value.get() == 2
+
+
+async def test_pods_that_may_not_move_are_skipped_and_counted() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    metrics = AnnotatorMetrics()
+    api = FakeAPI(
+        [
+            pod("bare", "2", owners=[]),
+            pod("agent", "2", owners=[{"kind": "DaemonSet", "name": "agent"}]),
+            pod("kept", "2", annotations={"loadsched.io/evict": "false"}),
+        ]
+    )
+    controller = rebalancer(api, clock, nodes, {}, metrics)
+    await rounds(controller, nodes, clock, 2)
+    skipped = {
+        reason: metrics.rebalance_skipped.labels(reason)._value.get()
+        for reason in ("no-controller", "daemonset", "opted-out")
+    }
+    assert skipped == {"no-controller": 1, "daemonset": 1, "opted-out": 1}
+    assert [c for c in api.calls() if "eviction" in c[1]] == []
+
+
+async def test_one_pod_per_workload_and_per_node_limits() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    nodes.cpu["hot"] = 0.95  # 2.4 cores over: three pods of 1 core needed
+    same = [{"kind": "ReplicaSet", "name": "api"}]
+    api = FakeAPI([pod(f"api-{i}", "1", owners=same) for i in range(3)] + [pod("other", "1")])
+    usage = {("web", f"api-{i}"): 1.0 for i in range(3)} | {("web", "other"): 1.0}
+    controller = rebalancer(api, clock, nodes, usage, limits={"perNode": 2})
+    await rounds(controller, nodes, clock, 2)
+    evicted = sorted(p for m, p in api.calls() if p.endswith("/eviction"))
+    # at most one pod of the api ReplicaSet, and two pods from the node
+    assert len(evicted) == 2
+    assert sum("/pods/api-" in p for p in evicted) == 1
+
+
+async def test_marks_are_cleared_once_the_node_is_under_low() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    api = FakeAPI([])
+    nodes.extra["quiet"] = {
+        REBALANCED_FROM_ANNOTATION: '{"web/ReplicaSet/x":"2026-11-22T13:00:00Z"}'
+    }
+    nodes.extra["hot"] = {REBALANCED_FROM_ANNOTATION: '{"web/ReplicaSet/y":"2026-11-22T13:00:00Z"}'}
+    controller = rebalancer(api, clock, nodes, {})
+    await rounds(controller, nodes, clock, 1)
+    patches = [(p, b) for m, p, b in api.requests if m == "PATCH" and "/nodes/" in p]
+    # quiet (0.20) is under its low (0.52): its mark goes; hot (0.80) keeps its own
+    assert patches == [
+        ("/api/v1/nodes/quiet", {"metadata": {"annotations": {REBALANCED_FROM_ANNOTATION: None}}})
+    ]
+
+
+def test_bound_pods_follow_the_watch() -> None:
+    clock = Clock()
+    chosen = policy()
+    store = BoundPods(LoadRules.from_policy(chosen), clock)
+    from shared.pods import POD_DECODER
+
+    decoded = [POD_DECODER.decode(msgspec.json.encode(pod(n, "1"))) for n in ("a", "b")]
+    store.replace(decoded)
+    assert [b.uid for b in store.on("hot")] == ["uid-a", "uid-b"]
+    store.apply("DELETED", decoded[0])
+    assert [b.uid for b in store.on("hot")] == ["uid-b"]

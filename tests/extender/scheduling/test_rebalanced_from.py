@@ -1,0 +1,83 @@
+"""Filter refuses a workload's pods on a node the rebalancer moved one of them off lately
+(``loadsched.io/rebalanced-from``), until the mark's time; other pods pass as before."""
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.node_cache import NodeLoadCache
+from extender.scheduling.verbs import LoadAwareExtender
+from extender.scheduling.wire import ARGS_DECODER, ENCODER, Node
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
+from shared.kube.meta import NodeMeta
+from shared.load_model import LoadRules
+from tests import payloads
+from tests.fakes.clock import NOW, Clock
+from tests.fakes.extender_calls import loaded_node
+
+WEB = "default/ReplicaSet/web-6d4cf56db6"
+
+
+def marked(name: str, usage: float, until_minutes: int, workload: str = WEB) -> Node:
+    node = loaded_node(name, usage)
+    until = (NOW + timedelta(minutes=until_minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    annotations = dict(node.metadata.annotations or {})
+    annotations[REBALANCED_FROM_ANNOTATION] = json.dumps({workload: until})
+    return Node(metadata=NodeMeta(name=name, annotations=annotations))
+
+
+def filtered(
+    nodes: list[Node], *, clock: Clock, rules: LoadRules, pod: Any = None, full: bool = False
+) -> Any:
+    cache = NodeLoadCache(rules)
+    cache.replace(nodes)
+    decide = LoadAwareExtender(
+        rules=rules, clock=clock, metrics=ExtenderMetrics(), node_cache=cache
+    )
+    names = [n.metadata.name for n in nodes]
+    if full:
+        body = payloads.full_args(
+            [
+                {"metadata": {"name": n.metadata.name, "annotations": n.metadata.annotations}}
+                for n in nodes
+            ],
+            pod or payloads.pod(),
+        )
+    else:
+        body = payloads.names_args(names, pod or payloads.pod())
+    args = ARGS_DECODER.decode(payloads.encode(body))
+    assert args.Pod is not None
+    return json.loads(ENCODER.encode(decide.filter(args.Pod, args)))
+
+
+def test_the_workload_is_refused_where_it_left_until_the_mark_ends(rules: LoadRules) -> None:
+    nodes = [marked("left", 0.3, 10), loaded_node("other", 0.3)]
+    answer = filtered(nodes, clock=Clock(), rules=rules)
+    assert answer["NodeNames"] == ["other"]
+    assert "moved off this node by the rebalancer" in answer["FailedNodes"]["left"]
+    later = Clock(NOW + timedelta(minutes=10))
+    assert filtered(nodes, clock=later, rules=rules)["NodeNames"] == ["left", "other"]
+
+
+def test_other_workloads_and_daemonsets_are_not_refused(rules: LoadRules) -> None:
+    nodes = [marked("left", 0.3, 10, workload="default/ReplicaSet/api"), loaded_node("b", 0.3)]
+    assert filtered(nodes, clock=Clock(), rules=rules)["NodeNames"] == ["left", "b"]
+    ds = payloads.pod(daemonset=True)
+    nodes = [marked("left", 0.3, 10), loaded_node("b", 0.3)]
+    assert filtered(nodes, clock=Clock(), rules=rules, pod=ds)["NodeNames"] == ["left", "b"]
+
+
+def test_full_node_requests_are_refused_the_same_way(rules: LoadRules) -> None:
+    nodes = [marked("left", 0.3, 10), loaded_node("other", 0.3)]
+    answer = filtered(nodes, clock=Clock(), rules=rules, full=True)
+    assert [item["metadata"]["name"] for item in answer["Nodes"]["items"]] == ["other"]
+    assert list(answer["FailedNodes"]) == ["left"]
+
+
+def test_a_malformed_mark_refuses_nothing(rules: LoadRules) -> None:
+    node = loaded_node("left", 0.3)
+    annotations = dict(node.metadata.annotations or {})
+    annotations[REBALANCED_FROM_ANNOTATION] = "{not json"
+    nodes = [Node(metadata=NodeMeta(name="left", annotations=annotations))]
+    assert filtered(nodes, clock=Clock(), rules=rules)["NodeNames"] == ["left"]
