@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import uuid
@@ -13,17 +12,9 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.errors import ConfigError
-from shared.kube.settings import KubeClientSettings
+from shared.kube.settings import KubeClientSettings, default_namespace
 from shared.logs import LogFormat
 from shared.settings import ENV_PREFIX, build_settings, flag_and_variable
-
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-
-def _default_namespace() -> str:
-    if SERVICE_ACCOUNT_NAMESPACE.exists():
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    return os.environ.get("POD_NAMESPACE", "default")
 
 
 def _default_identity() -> str:
@@ -67,7 +58,7 @@ class AnnotatorSettings(KubeClientSettings):
     """Take part in leader election; only the leader writes."""
     lease_name: str = "loadsched-annotator"
     """Name of the coordination.k8s.io Lease."""
-    lease_namespace: str = Field(default_factory=_default_namespace)
+    lease_namespace: str = Field(default_factory=default_namespace)
     """Namespace of the Lease (the pod's own namespace in-cluster)."""
     identity: str = Field(default_factory=_default_identity)
     """This replica's name in the Lease."""

@@ -49,6 +49,7 @@ from extender.scheduling.wording import Wording
 from extender.settings import ExtenderSettings
 from extender.state import ROOMS, ExtenderState, Room
 from extender.status import routes as status
+from extender.status.rebalance import RebalanceStatusReader
 from extender.status.report import StatusSources
 from extender.status.traffic import CountAnswers, api_requests
 from shared.errors import ConfigError
@@ -331,6 +332,7 @@ def cluster_lifespan(
     dispatch: DispatchConfig | None,
     requeuer: Requeuer | None,
     access: Authorizer,
+    rebalance: RebalanceStatusReader | None = None,
 ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     """Runs the watches and background tasks while the app serves."""
 
@@ -346,6 +348,8 @@ def cluster_lifespan(
             endpoint.client(transport=transport, max_connections=BINDS_AT_ONCE) as binding,
         ):
             access.attach(client)
+            if rebalance is not None:
+                rebalance.attach(client, state.settings.kube_retry())
             state.node_reflector = Reflector[Node](
                 client=client,
                 retry=state.settings.kube_retry(),
@@ -476,6 +480,7 @@ def create_app(
             min_interval=settings.requeue_min_interval,
             retry=settings.kube_retry(),
         )
+    rebalance = RebalanceStatusReader(settings.rebalance_namespace)
     lifespan = cluster_lifespan(
         state,
         endpoint=endpoint,
@@ -485,6 +490,7 @@ def create_app(
         dispatch=dispatch,
         requeuer=requeuer,
         access=access,
+        rebalance=rebalance,
     )
     sources = StatusSources(
         rules=rules,
@@ -493,5 +499,6 @@ def create_app(
         ledger=ledger if quota is not None else None,
         dispatcher=lambda: state.dispatcher,
         readiness=state.readiness,
+        rebalance=rebalance,
     )
     return assemble(state, lifespan, status_sources=sources, access=access)

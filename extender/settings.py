@@ -10,7 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from extender.dispatch.authorizing import AuthMode
 from extender.scheduling.wire import RejectionListing
-from shared.kube.settings import KubeClientSettings
+from shared.kube.settings import KubeClientSettings, default_namespace
 from shared.load_model import MessageStyle
 from shared.logs import LogFormat
 from shared.settings import ENV_PREFIX, build_settings
@@ -34,6 +34,9 @@ class ExtenderSettings(KubeClientSettings):
     either, only full-node requests (nodeCacheCapable: false) can be answered."""
     kube_context: str | None = None
     """kubeconfig context; the current one when unset."""
+    rebalance_namespace: str = Field(default_factory=default_namespace)
+    """Namespace of the rebalancer's published status (the ConfigMap loadsched-rebalance the
+    annotator's leader writes): the pod's own namespace in-cluster."""
     elastic_quota: bool = False
     """Enforce ElasticQuotas (scheduling.x-k8s.io/v1alpha1) at filter and preempt; needs the
     CRD installed and a cluster (kubeconfig or in-cluster). Watches pods and quotas."""

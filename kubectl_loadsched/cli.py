@@ -1,4 +1,5 @@
-"""``kubectl-loadsched`` (``kubectl loadsched ...``): ``explain POD``, ``nodes``, ``quotas``.
+"""``kubectl-loadsched`` (``kubectl loadsched ...``): ``explain POD``, ``nodes``, ``quotas``,
+``rebalance``.
 
 The extender is reached through the API server's service proxy (:mod:`.proxy`), so the
 cluster's RBAC decides who may reach it (``get services/proxy`` on its Service) and the
@@ -19,7 +20,7 @@ import httpx
 import yaml
 
 from kubectl_loadsched.proxy import ExtenderClient, PluginError, Service
-from kubectl_loadsched.tables import explain_table, nodes_table, quotas_table
+from kubectl_loadsched.tables import explain_table, nodes_table, quotas_table, rebalance_table
 from shared.errors import LoadschedError
 from shared.kube.config import load_endpoint
 from shared.version import add_version_flag
@@ -73,6 +74,11 @@ def parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         "quotas", help="elastic quotas: used, min, max, borrowed and lent per resource"
     )
     quotas.add_argument("-n", "--namespace", default=None, help="default: all namespaces")
+    commands.add_parser(
+        "rebalance",
+        help="the rebalancer's last round: nodes over threshold, its plan (what it would "
+        "evict with dryRun), the last evictions",
+    )
     return main
 
 
@@ -108,6 +114,9 @@ def run(args: argparse.Namespace, client: ExtenderClient, out: TextIO) -> None:
     elif args.command == "nodes":
         result = client.explain_body(probe_pod(args.namespace, args.cpu, args.memory), None)
         render = nodes_table
+    elif args.command == "rebalance":
+        result = client.rebalance()
+        render = rebalance_table
     else:
         result = client.quotas(args.namespace)
         render = quotas_table

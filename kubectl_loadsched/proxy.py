@@ -119,6 +119,14 @@ class ExtenderClient:
             raise PluginError(f"the extender's {STATUS} has no quotas (an older extender?)")
         return in_namespace(quotas, namespace) if namespace else quotas
 
+    def rebalance(self) -> dict[str, Any]:
+        """The rebalancer's last round, as the annotator's leader published it."""
+        report = self._call("GET", STATUS, params={"part": "rebalance"})
+        found = report.get("rebalance") if isinstance(report, dict) else None
+        if not isinstance(found, dict):
+            raise PluginError(f"the extender's {STATUS} has no rebalance part (an older extender?)")
+        return found
+
 
 def in_namespace(quotas: dict[str, Any], namespace: str) -> dict[str, Any]:
     """``quotas`` with only ``namespace``'s quota and invalid quotas (the pool stays whole: it is

@@ -132,3 +132,55 @@ def quotas_table(quotas: dict[str, Any]) -> str:
     for bad in quotas["invalid"]:
         text += f"{bad['namespace']}/{bad['name']}: ignored: {bad['reason']}\n"
     return text
+
+
+def rebalance_table(status: dict[str, Any]) -> str:
+    """The nodes over a threshold, the plan (each pod, its usage, its target), the last
+    evictions: what ``/v1/status?part=rebalance`` says, for a terminal."""
+    if not status.get("published"):
+        return f"no rebalancer status: {status.get('reason', 'unknown')}\n"
+    mode = "DRY RUN: nothing is evicted; the plan is what would be" if status["dryRun"] else "on"
+    text = f"rebalancer {mode}; last round {status['roundAt']}\n"
+    counts = ", ".join(f"{state} {n}" for state, n in status["nodes"].items())
+    text += f"nodes: {counts}\n\n"
+    rows = [
+        [
+            node["node"],
+            node["state"],
+            m["metric"],
+            "-" if m["value"] is None else f"{m['value']:.3f}",
+            f"{m['high']:g}",
+            str(m["rounds"]),
+        ]
+        for node in status["overThreshold"]
+        for m in node["metrics"]
+        if m["value"] is not None and m["value"] > m["high"]
+    ]
+    text += (
+        table(["NODE", "STATE", "METRIC", "VALUE", "HIGH", "ROUNDS"], rows)
+        if rows
+        else ("no node above a threshold\n")
+    )
+    moves = [
+        [
+            plan["node"],
+            move["pod"],
+            f"{move['usage']:.3g}" + ("" if move["measured"] else " (est.)"),
+            move["target"],
+            f"{move['valueAfter']:.3f}",
+        ]
+        for plan in status["plans"]
+        for move in plan["moves"]
+    ]
+    if moves:
+        text += "\nplan:\n" + table(["FROM", "POD", "USAGE", "TO", "TO AFTER"], moves)
+    for plan in status["plans"]:
+        for left in plan["unplaced"]:
+            text += f"{plan['node']}: {left['pod']} not moved: {left['why']}\n"
+    if status["lastEvictions"]:
+        rows = [
+            [e["at"], e["pod"], e["node"], e["target"], e["metric"], e["result"]]
+            for e in status["lastEvictions"]
+        ]
+        text += "\nlast evictions:\n" + table(["AT", "POD", "FROM", "TO", "METRIC", "RESULT"], rows)
+    return text

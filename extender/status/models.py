@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -123,7 +123,7 @@ class Templates(BaseModel):
     items: list[TemplateRow]
 
 
-StatusPart = Literal["nodes", "quotas", "templates"]
+StatusPart = Literal["nodes", "quotas", "templates", "rebalance"]
 STATUS_PARTS: tuple[StatusPart, ...] = get_args(StatusPart)
 
 
@@ -134,3 +134,8 @@ class Status(BaseModel):
     nodes: Nodes | None = Field(description="null when ?part= did not ask for it")
     quotas: Quotas | None = Field(description="null when ?part= did not ask for it")
     templates: Templates | None = Field(description="null when ?part= did not ask for it")
+    rebalance: dict[str, Any] | None = Field(
+        default=None,
+        description="the rebalancer's last round: nodes over threshold, the plan, the last "
+        "evictions (published by the annotator's leader); null when ?part= did not ask for it",
+    )

@@ -28,6 +28,7 @@ from extender.status.models import (
     TemplateRow,
     Templates,
 )
+from extender.status.rebalance import RebalanceStatusReader
 from shared.annotations import Sample
 from shared.load_model import LoadRules, MetricTerm, Verdict
 from shared.policy import HOT_VALUE_KEY
@@ -236,6 +237,18 @@ class StatusSources:
     dispatcher: Callable[[], Dispatcher | None]
     """The dispatcher once started (it is built when the cluster is reached)."""
     readiness: Callable[[], tuple[bool, str]]
+    rebalance: RebalanceStatusReader | None = None
+    """Where the rebalancer's status is read (with a cluster)."""
+
+    async def full_report(self, parts: Collection[StatusPart] = STATUS_PARTS) -> Status:
+        """:meth:`report`, with the rebalancer's status read when asked for."""
+        status = self.report(parts)
+        if "rebalance" in parts:
+            if self.rebalance is None:
+                status.rebalance = {"published": False, "reason": "no cluster configured"}
+            else:
+                status.rebalance = await self.rebalance.read()
+        return status
 
     def report(self, parts: Collection[StatusPart] = STATUS_PARTS) -> Status:
         """The report, with only ``parts`` (the others ``None``: a client that wants the

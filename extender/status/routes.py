@@ -80,8 +80,8 @@ async def status(
 ) -> Status:
     """Every node's verdict now (worst first) with each metric's value, age, freshness, limit
     and estimate; the elastic quotas; the dispatch templates with their active and pending
-    counts."""
-    return found.report(part or STATUS_PARTS)
+    counts; the rebalancer's last round."""
+    return await found.full_report(part or STATUS_PARTS)
 
 
 @cache

@@ -233,6 +233,47 @@ def test_the_grafana_dashboard_is_off_by_default_and_labelled_for_the_sidecar() 
     assert moved["metadata"]["namespace"] == "grafana"
 
 
+def test_one_value_turns_the_rebalancer_on_with_its_own_permissions() -> None:
+    from shared.policy import DEFAULT_POLICY_YAML, parse_policy
+
+    def rendered(values: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+        objects = chart.render(values)
+        (config,) = [o for o in objects if o["metadata"]["name"].endswith("-policy")]
+        policy = parse_policy(yaml.safe_load(config["data"]["policy.yaml"]))
+        return policy.spec.rebalance, objects
+
+    def rules(objects: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+        return [
+            rule
+            for o in objects
+            if o["kind"] in ("ClusterRole", "Role") and o["metadata"]["name"] == name
+            for rule in o["rules"]
+        ]
+
+    off, objects = rendered({})
+    assert not off.enabled
+    annotator = rules(objects, "loadsched-annotator")
+    assert not any("pods/eviction" in r["resources"] for r in annotator)
+    on, objects = rendered({"rebalance": {"enabled": True}})
+    assert on.enabled and not on.dry_run
+    annotator = rules(objects, "loadsched-annotator")
+    assert any(r["resources"] == ["pods/eviction"] and r["verbs"] == ["create"] for r in annotator)
+    assert not any("pods/status" in r["resources"] for r in annotator)  # reclaim's, not ours
+    status = rules(objects, "loadsched-extender-rebalance-status")
+    assert status == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["loadsched-rebalance"],
+            "verbs": ["get"],
+        }
+    ]
+    # the policy's own spec.rebalance fields stay; the value only turns it on
+    own = DEFAULT_POLICY_YAML + "  rebalance: {consecutiveRounds: 3}\n"
+    kept, _ = rendered({"rebalance": {"enabled": True, "dryRun": True}, "policy": own})
+    assert (kept.enabled, kept.dry_run, kept.consecutive_rounds) == (True, True, 3)
+
+
 def test_dispatch_runs_apart_and_alone_holds_the_job_permissions() -> None:
     separate = by_kind_and_name(chart.render(DISPATCH_VALUES))
     extender = container(separate[("Deployment", "loadsched-extender")])

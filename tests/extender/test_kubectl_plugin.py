@@ -249,3 +249,75 @@ def test_explain_goes_through_the_service_proxy() -> None:
     table = explain_table(result)
     assert "rejected: cpu_usage_avg_5m" in table and "0.900 (30s) > 0.65 (policy)" in table
     assert "0.900 (30s)" in nodes_table(result)
+
+
+REBALANCE_STATUS = {
+    "roundAt": "2026-11-22T12:05:00Z",
+    "dryRun": True,
+    "nodes": {"over": 1, "waiting": 0, "held": 0, "stale": 0, "under": 2},
+    "overThreshold": [
+        {
+            "node": "n1",
+            "state": "over",
+            "metrics": [
+                {"metric": "cpu_usage_avg_5m", "value": 0.8, "high": 0.65, "low": 0.52, "rounds": 5}
+            ],
+        }
+    ],
+    "plans": [
+        {
+            "node": "n1",
+            "metric": "cpu_usage_avg_5m",
+            "value": 0.8,
+            "high": 0.65,
+            "overshoot": 1.2,
+            "resource": "cpu",
+            "moves": [
+                {
+                    "pod": "web/api-1",
+                    "usage": 1.5,
+                    "measured": True,
+                    "target": "n2",
+                    "valueAfter": 0.3875,
+                }
+            ],
+            "unplaced": [],
+        }
+    ],
+    "lastEvictions": [
+        {
+            "at": "2026-11-22T12:05:00Z",
+            "pod": "web/api-1",
+            "node": "n1",
+            "target": "n2",
+            "metric": "cpu_usage_avg_5m",
+            "result": "dry-run",
+            "detail": "",
+        }
+    ],
+}
+
+
+async def test_rebalance_shows_the_published_plan(
+    make_client: ClientFactory, tmp_path: Path
+) -> None:
+    fake = QuotaCluster()
+    client = await make_client(fake=fake, elastic_quota=True, dispatch_auth="tokenreview")
+    app = await wait_ready(client)
+    proxy = ServiceProxy(app)
+    config = user(tmp_path, "writer")
+    code, text = await plugin(proxy, config, "rebalance")
+    assert code == 0, text
+    assert text.startswith("no rebalancer status: no configmap default/loadsched-rebalance")
+    fake.configmaps.put(
+        "default", "loadsched-rebalance", {"status.json": json.dumps(REBALANCE_STATUS)}
+    )
+    code, text = await plugin(proxy, config, "rebalance")
+    assert code == 0, text
+    lines = [line.split() for line in text.splitlines()]
+    assert text.startswith("rebalancer DRY RUN: nothing is evicted")
+    assert ["n1", "over", "cpu_usage_avg_5m", "0.800", "0.65", "5"] in lines
+    assert ["n1", "web/api-1", "1.5", "n2", "0.388"] in lines
+    assert ["2026-11-22T12:05:00Z", "web/api-1", "n1", "n2", "cpu_usage_avg_5m", "dry-run"] in lines
+    code, raw = await plugin(proxy, config, "-o", "json", "rebalance")
+    assert json.loads(raw) == {"published": True, **REBALANCE_STATUS}
