@@ -85,20 +85,33 @@ async def evict(
 
 @dataclass
 class TokenBucket:
-    """``per_minute`` tokens a minute, at most ``per_minute`` saved up."""
+    """``per_minute`` tokens a minute, at most ``max(per_minute, 1)`` saved up (so that a rate
+    under one a minute still lets one through)."""
 
     per_minute: float
     monotonic: Callable[[], float] = time.monotonic
     _tokens: float = field(default=-1.0)
     _at: float = 0.0
 
-    def take(self, n: int) -> bool:
+    def _refill(self) -> None:
         now = self.monotonic()
+        cap = max(self.per_minute, 1.0)
         if self._tokens < 0:
-            self._tokens, self._at = self.per_minute, now
-        self._tokens = min(self.per_minute, self._tokens + (now - self._at) * self.per_minute / 60)
+            self._tokens, self._at = cap, now
+        self._tokens = min(cap, self._tokens + (now - self._at) * self.per_minute / 60)
         self._at = now
+
+    def take(self, n: int) -> bool:
+        """All ``n`` tokens, or none."""
+        self._refill()
         if self._tokens < n:
             return False
         self._tokens -= n
         return True
+
+    def take_up_to(self, n: int) -> int:
+        """As many of ``n`` tokens as there are whole ones."""
+        self._refill()
+        taken = min(n, int(self._tokens))
+        self._tokens -= taken
+        return taken

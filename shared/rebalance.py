@@ -224,9 +224,11 @@ class OverloadTracker:
     def hold(self, node: str, now: datetime) -> None:
         """Pods were moved off ``node``: no streak counts until its metrics can show it."""
         settle = max((t.settle for t in self.thresholds), default=timedelta(0))
-        self._held[node] = now + settle
+        until = now + settle
+        self._held[node] = until
         for threshold in self.thresholds:
-            self._streaks.pop((node, threshold.metric), None)
+            # a sample taken before the hold ends still shows the pods moved: it never counts
+            self._streaks[(node, threshold.metric)] = _Streak(0, until)
 
     def held_until(self, node: str) -> datetime | None:
         return self._held.get(node)
@@ -245,6 +247,8 @@ class OverloadTracker:
             key = (node, threshold.metric)
             reading: Reading = decode(source.get(threshold.metric), zone)
             value, _ = fresh_value(reading, threshold.window, now)
+            if isinstance(value, Sample) and not math.isfinite(value.value):
+                value = Unknown("not-finite")  # +Inf would make every pod the overshoot
             streak = self._streaks.setdefault(key, _Streak())
             if isinstance(value, Unknown):
                 stale = True
@@ -371,6 +375,9 @@ class Candidate:
     """For node fit on a target."""
     need: Need
     """Cores and bytes it takes on a target: measured where known, else estimated."""
+    estimate: Need | None = None
+    """What the extender's filter takes it to use (estimation), when it differs from
+    :attr:`need`: a target must have room for it, as the filter will ask of the replacement."""
 
     @property
     def key(self) -> str:
@@ -395,8 +402,11 @@ def fewest_covering(candidates: Sequence[Candidate], overshoot: float) -> list[C
     many covers more). Then, in order of preference, a pod is taken when the pods left can
     still cover the rest with the places left: the chosen set has that size and is the most
     preferred one this greedy finds."""
+    candidates = [c for c in candidates if c.usage > 0]  # moving them takes nothing off
     if overshoot <= 0 or not candidates:
         return []
+    # float sums of usages: a set within a billionth of the overshoot covers it
+    overshoot -= 1e-9 * max(overshoot, 1.0)
     by_usage = sorted(candidates, key=lambda c: c.usage, reverse=True)
     size, total = 0, 0.0
     for candidate in by_usage:
@@ -414,11 +424,13 @@ def fewest_covering(candidates: Sequence[Candidate], overshoot: float) -> list[C
         if places < 0:
             break
         others = sorted((c.usage for c in remaining[index + 1 :]), reverse=True)[:places]
-        if candidate.usage + sum(others) >= rest:
+        if candidate.usage + math.fsum(others) >= rest:
             chosen.append(candidate)
             rest -= candidate.usage
             if rest <= 0:
                 break
+    if math.fsum(c.usage for c in chosen) < overshoot:  # rounding left it short
+        return by_usage[:size]
     return chosen
 
 
@@ -496,7 +508,13 @@ def target_reason(
     if refused_here(pod.facts.workload, target.marks, now):
         return "moved-off-lately"
     total = Need(added.cpu + pod.need.cpu, added.memory + pod.need.memory)
-    if refusal_for(target.verdict, total, target.name) is not None:
+    asked = pod.estimate or pod.need
+    if (
+        refusal_for(
+            target.verdict, Need(added.cpu + asked.cpu, added.memory + asked.memory), target.name
+        )
+        is not None
+    ):
         return "no-headroom"
     if unfit_reason(pod.needs, target.fit, (*target.bound, *holding)) is not None:
         return "does-not-fit"

@@ -44,16 +44,16 @@ from annotator.metrics import AnnotatorMetrics
 from annotator.recording import EventRecorder, ObjectRef
 from shared.annotation_keys import REBALANCE_STATUS_KEY, REBALANCED_FROM_ANNOTATION
 from shared.errors import APINotFoundError, LoadschedError
-from shared.estimation import Need, NodeSize, Placement
+from shared.estimation import Need, NodeSize, Placement, need_of
 from shared.kube import patching
 from shared.kube.bodies import encode
-from shared.kube.meta import ObjectMeta
+from shared.kube.meta import ObjectMeta, PodMeta
 from shared.kube.paths import CONFIGMAPS, NODES, PODS
 from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.load_model import NodeLoad, evaluate
 from shared.node_fit import FitNode, PodNeeds, tolerations_of
-from shared.pods import PodSpec, PodStatus, pod_request
+from shared.pods import Pod, PodSpec, PodStatus, pod_request
 from shared.policy import DynamicSchedulerPolicy
 from shared.quantity import ResourceList
 from shared.rebalance import (
@@ -72,6 +72,7 @@ from shared.rebalance import (
     thresholds_of,
 )
 from shared.rules import LoadRules
+from shared.strategies import placement_of
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +199,8 @@ class Rebalancer:
                 await self.round()
             except (LoadschedError, httpx.HTTPError) as e:  # pragma: no cover - logged, retried
                 logger.warning("rebalance round failed: %s; will retry", e)
+            except Exception:  # pragma: no cover - a defect must not stop the leader's loops
+                logger.exception("rebalance round failed; will retry")
             await asyncio.sleep(period)
 
     async def round(self) -> list[NodePlan]:
@@ -320,12 +323,10 @@ class Rebalancer:
                 self._metrics.rebalance_skipped.labels("unreadable").inc()
                 continue
             key = (meta.namespace, meta.name)
-            estimated = Need(
-                float(request.get("cpu", 0)) * self._estimation.factor_of("cpu")
-                or self._estimation.default_of("cpu"),
-                float(request.get("memory", 0)) * self._estimation.factor_of("memory")
-                or self._estimation.default_of("memory"),
-            )
+            as_pod = Pod(metadata=PodMeta(uid=meta.uid), spec=pod.spec, status=pod.status)
+            # what the extender's filter takes the replacement to use (the estimation policy's
+            # basis, factors and defaults), also when a pod has no sample
+            estimated = need_of(placement_of(as_pod, now, self._rules), self._estimation)
             cpu = usage["cpu"].get(key)
             memory = usage["memory"].get(key)
             need = Need(
@@ -346,6 +347,7 @@ class Rebalancer:
                         tolerations=tolerations_of(pod.spec.tolerations),
                     ),
                     need=need,
+                    estimate=estimated if self._rules.estimation is not None else None,
                 )
             )
         return candidates
@@ -361,32 +363,49 @@ class Rebalancer:
         limits = self._settings.limits
         allowed: list[Move] = []
         workloads: set[str] = set()
+        counted: dict[str, int] = {}
         for move in plan.moves:
             facts = move.pod.facts
             workload = facts.workload or ""
+            namespace_count = per_namespace.get(facts.namespace, 0) + counted.get(
+                facts.namespace, 0
+            )
             if (
                 len(allowed) >= limits.per_node
                 or budget["round"] <= len(allowed)
-                or per_namespace.get(facts.namespace, 0) >= limits.per_namespace
+                or namespace_count >= limits.per_namespace
                 or workload in workloads
             ):
                 self._metrics.rebalance_skipped.labels("limit").inc()
                 continue
             workloads.add(workload)
-            per_namespace[facts.namespace] = per_namespace.get(facts.namespace, 0) + 1
+            counted[facts.namespace] = counted.get(facts.namespace, 0) + 1
             allowed.append(move)
         if not allowed:
             return
-        if not self.dry_run and not self._bucket.take(len(allowed)):
-            self._metrics.rebalance_evictions.labels("throttled", plan.metric).inc(len(allowed))
-            logger.info("node/%s: rebalance deferred by the eviction rate limit", plan.node)
-            return
+        if not self.dry_run:
+            granted = self._bucket.take_up_to(len(allowed))
+            if granted < len(allowed):
+                throttled = len(allowed) - granted
+                self._metrics.rebalance_evictions.labels("throttled", plan.metric).inc(throttled)
+                logger.info(
+                    "node/%s: %d eviction(s) deferred by the rate limit", plan.node, throttled
+                )
+                allowed = allowed[:granted]
+            if not allowed:
+                return
         budget["round"] -= len(allowed)
+        for move in allowed:
+            namespace = move.pod.facts.namespace
+            per_namespace[namespace] = per_namespace.get(namespace, 0) + 1
         until = now + self._settings.cooldown
-        if not self.dry_run and not await self._mark(
-            plan.node, {m.pod.facts.workload or "": until for m in allowed}, now
-        ):
-            return  # without the mark a replacement could come straight back: move nothing
+        marked: dict[str, datetime] | None = None
+        if not self.dry_run:
+            marked = await self._mark(
+                plan.node, {m.pod.facts.workload or "": until for m in allowed}, now
+            )
+            if marked is None:
+                return  # without the mark a replacement could come straight back: move nothing
         streak = observation.acting.streak if observation.acting else 0
         evicted = False
         for move in allowed:
@@ -441,6 +460,13 @@ class Rebalancer:
                 logger.warning("pod/%s: eviction failed: %s", pod.key, detail)
         if evicted:
             self.tracker.hold(plan.node, now)
+        unmoved = {
+            m.pod.facts.workload for m in allowed if m.pod.facts.workload not in self.moved
+        } - {None}
+        if marked is not None and unmoved:
+            # a mark for an eviction that did not happen would refuse that workload for nothing
+            kept = {k: v for k, v in marked.items() if k not in unmoved}
+            await self._write_marks(plan.node, encode_departures(kept) if kept else None)
 
     def _remember(
         self, now: datetime, pod: str, plan: NodePlan, target: str, result: str, detail: str = ""
@@ -451,14 +477,20 @@ class Rebalancer:
 
     # -- marks --------------------------------------------------------------------------------
 
-    async def _mark(self, node: str, add: Mapping[str, datetime], now: datetime) -> bool:
+    async def _mark(
+        self, node: str, add: Mapping[str, datetime], now: datetime
+    ) -> dict[str, datetime] | None:
+        """Write ``add`` into the node's marks (those expired dropped); the marks written, or
+        ``None`` when the write failed."""
         facts = self._node_facts().get(node)
         current = decode_departures(
             facts.annotations.get(REBALANCED_FROM_ANNOTATION) if facts else None
         )
         marks = {k: v for k, v in current.items() if v > now}
         marks.update(add)
-        return await self._write_marks(node, encode_departures(marks))
+        if not await self._write_marks(node, encode_departures(marks)):
+            return None
+        return marks
 
     async def _write_marks(self, node: str, value: str | None) -> bool:
         body = {"metadata": {"annotations": {REBALANCED_FROM_ANNOTATION: value}}}

@@ -190,10 +190,11 @@ class LoadAwareExtender:
             )
             if departed and not departed.keys().isdisjoint(passing):
                 kept = [name for name in passing if name not in departed]
+                # unresolvable: preempting pods there would not admit the pod either
+                left = {n: departed[n] for n in passing if n in departed}
                 answer = FilterResult(
                     NodeNames=kept,
-                    FailedNodes={n: departed[n] for n in passing if n in departed},
-                    FailedAndUnresolvableNodes=tally.listed(bool(kept)),
+                    FailedAndUnresolvableNodes={**tally.listed(bool(kept)), **left},
                 )
                 passes = bool(kept)
         else:
@@ -211,8 +212,7 @@ class LoadAwareExtender:
                 items = [raw for name, _, raw in rows if id(raw) in passed and name not in refused]
             answer = FilterResult(
                 Nodes=NodeList(items=items),
-                FailedNodes=refused,
-                FailedAndUnresolvableNodes=tally.listed(bool(items)),
+                FailedAndUnresolvableNodes={**tally.listed(bool(items)), **refused},
             )
             passes = bool(items)
         # counted once the answer is written: an answer that passes some node leaves the

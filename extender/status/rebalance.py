@@ -12,7 +12,7 @@ import httpx
 import msgspec
 
 from shared.annotation_keys import REBALANCE_STATUS_KEY
-from shared.errors import APINotFoundError, LoadschedError
+from shared.errors import APIForbiddenError, APINotFoundError, LoadschedError
 from shared.kube import fetching
 from shared.kube.paths import CONFIGMAPS
 from shared.kube.requesting import DEFAULT_RETRY
@@ -57,7 +57,7 @@ class RebalanceStatusReader:
             )
             text = (_DECODER.decode(raw).data or {}).get(REBALANCE_STATUS_KEY)
             status = json.loads(text) if text else None
-        except APINotFoundError:
+        except (APINotFoundError, APIForbiddenError):  # off: the chart grants no access
             return {
                 "published": False,
                 "reason": f"no {where}: the rebalancer is off or has not run",

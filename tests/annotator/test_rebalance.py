@@ -10,6 +10,7 @@ import msgspec
 import pytest
 import yaml
 
+from annotator.evicting import TokenBucket
 from annotator.metrics import AnnotatorMetrics
 from annotator.rebalance.controller import NodeFacts, Rebalancer
 from annotator.rebalance.pods import BoundPods
@@ -214,6 +215,13 @@ async def test_a_disruption_budget_blocks_and_is_counted() -> None:
     blocked = metrics.rebalance_evictions.labels("blocked", CPU)._value.get()
     assert blocked == 1
     assert ("Pod", "RebalanceBlocked") in {(k, r) for k, r, _ in api.events()}
+    # the mark written before the eviction is withdrawn: nothing moved
+    marks = [
+        b["metadata"]["annotations"][REBALANCED_FROM_ANNOTATION]
+        for m, p, b in api.requests
+        if p == "/api/v1/nodes/hot"
+    ]
+    assert marks[0] is not None and marks[-1] is None
     # nothing was evicted: the node is not held, the next round asks again
     await rounds(controller, nodes, clock, 1)
     assert metrics.rebalance_evictions.labels("blocked", CPU)._value.get() == 2
@@ -315,3 +323,15 @@ def test_bound_pods_follow_the_watch() -> None:
     assert [b.uid for b in store.on("hot")] == ["uid-a", "uid-b"]
     store.apply("DELETED", decoded[0])
     assert [b.uid for b in store.on("hot")] == ["uid-b"]
+
+
+def test_the_rate_limit_lets_through_what_it_has_and_one_under_one_a_minute() -> None:
+    clock = Clock()
+    bucket = TokenBucket(1.0, clock.monotonic)
+    assert bucket.take_up_to(2) == 1 and bucket.take_up_to(2) == 0
+    clock.advance(60)
+    assert bucket.take_up_to(2) == 1
+    slow = TokenBucket(0.5, clock.monotonic)
+    assert slow.take(1) and not slow.take(1)
+    clock.advance(120)
+    assert slow.take(1)

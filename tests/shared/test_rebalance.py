@@ -135,8 +135,11 @@ def test_a_node_pods_were_moved_off_is_held_until_its_metric_can_show_it() -> No
     tracker.hold("n1", T0)
     later = T0 + timedelta(minutes=5)
     assert tracker.observe("n1", annotations(0.8, 0.3, later), UTC, later).state == "held"
+    # the hold ends 5m43s on; a sample taken before then still shows the pods: not counted
     after = T0 + timedelta(minutes=5, seconds=43)
-    assert tracker.observe("n1", annotations(0.8, 0.3, after), UTC, after).state == "over"
+    assert tracker.observe("n1", annotations(0.8, 0.3, T0), UTC, after).state == "waiting"
+    newer = after + timedelta(minutes=1)
+    assert tracker.observe("n1", annotations(0.8, 0.3, newer), UTC, newer).state == "over"
 
 
 # -- which pods may move ---------------------------------------------------------------------------
@@ -365,3 +368,17 @@ def test_departures_round_trip_and_refuse_until_their_time() -> None:
 @pytest.mark.parametrize("raw", [None, "", "{", "[1]", '{"a": 5}', '{"a": "soon"}'])
 def test_a_malformed_mark_refuses_nothing(raw: str | None) -> None:
     assert decode_departures(raw) == {}
+
+
+def test_pods_using_nothing_never_move_and_rounding_never_leaves_the_set_short() -> None:
+    idle = candidate("idle", 0.0, created="2026-11-27T10:09:00Z")
+    a, b = candidate("a", 0.1), candidate("b", 0.2)
+    assert [p.facts.name for p in fewest_covering([idle, a], 5.0)] == ["a"]
+    # 0.1 + 0.2 is 0.30000000000000004 in floats: both are needed, and both are taken
+    assert {p.facts.name for p in fewest_covering([a, b], 0.1 + 0.2)} == {"a", "b"}
+
+
+def test_an_infinite_value_is_not_a_sample() -> None:
+    tracker = OverloadTracker(thresholds_of(policy()), rounds=1)
+    seen = tracker.observe("n1", annotations(float("inf"), 0.3, T0), UTC, T0)
+    assert seen.state == "stale" and seen.metrics[0].reason == "not-finite"

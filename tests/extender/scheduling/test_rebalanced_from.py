@@ -55,7 +55,7 @@ def test_the_workload_is_refused_where_it_left_until_the_mark_ends(rules: LoadRu
     nodes = [marked("left", 0.3, 10), loaded_node("other", 0.3)]
     answer = filtered(nodes, clock=Clock(), rules=rules)
     assert answer["NodeNames"] == ["other"]
-    assert "moved off this node by the rebalancer" in answer["FailedNodes"]["left"]
+    assert "moved off this node by the rebalancer" in answer["FailedAndUnresolvableNodes"]["left"]
     later = Clock(NOW + timedelta(minutes=10))
     assert filtered(nodes, clock=later, rules=rules)["NodeNames"] == ["left", "other"]
 
@@ -72,7 +72,8 @@ def test_full_node_requests_are_refused_the_same_way(rules: LoadRules) -> None:
     nodes = [marked("left", 0.3, 10), loaded_node("other", 0.3)]
     answer = filtered(nodes, clock=Clock(), rules=rules, full=True)
     assert [item["metadata"]["name"] for item in answer["Nodes"]["items"]] == ["other"]
-    assert list(answer["FailedNodes"]) == ["left"]
+    assert list(answer["FailedAndUnresolvableNodes"]) == ["left"]
+    assert answer["FailedNodes"] == {}  # preempting pods there would not help
 
 
 def test_a_malformed_mark_refuses_nothing(rules: LoadRules) -> None:
