@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
@@ -45,6 +45,7 @@ from shared.freshness import fresh_value
 from shared.load_model import Verdict, refusal_for
 from shared.node_fit import FitNode, Holding, PodNeeds, unfit_reason
 from shared.policy import EXTRA_ACTIVE_PERIOD, DynamicSchedulerPolicy, RebalancePolicy, Resource
+from shared.quantity import ResourceList
 
 MOVABLE_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "Job", "ReplicationController"})
 """Owners that recreate a pod evicted from under them."""
@@ -230,9 +231,6 @@ class OverloadTracker:
             # a sample taken before the hold ends still shows the pods moved: it never counts
             self._streaks[(node, threshold.metric)] = _Streak(0, until)
 
-    def held_until(self, node: str) -> datetime | None:
-        return self._held.get(node)
-
     def observe(
         self, node: str, annotations: Mapping[str, str] | None, zone: tzinfo, now: datetime
     ) -> Observation:
@@ -383,6 +381,11 @@ class Candidate:
     def key(self) -> str:
         return f"{self.facts.namespace}/{self.facts.name}"
 
+    @property
+    def request(self) -> ResourceList:
+        """What it holds of a node's allocatable (a :class:`shared.node_fit.Holding`)."""
+        return self.needs.requests
+
 
 def _preference(candidate: Candidate) -> tuple[bool, int, str]:
     # online services last, then lowest priority, then newest (ISO timestamps sort by time)
@@ -488,10 +491,6 @@ class NodePlan:
     unplaced: tuple[tuple[str, str], ...] = ()
     """(pod, why) of a chosen pod no node takes: then nothing moves."""
 
-    @property
-    def covered(self) -> float:
-        return sum(m.pod.usage for m in self.moves)
-
 
 def target_reason(
     pod: Candidate,
@@ -537,7 +536,6 @@ def plan_node(
     thresholds: Sequence[Threshold],
     now: datetime,
     planned: dict[str, Need] | None = None,
-    holding_of: Callable[[Candidate], Holding] | None = None,
 ) -> NodePlan | None:
     """The moves that bring ``observation``'s node back under ``threshold.high``, or a plan
     with none and why (``unplaced``); ``None`` when nothing is over. ``planned`` (target →
@@ -553,31 +551,26 @@ def plan_node(
     moves: list[Move] = []
     unplaced: list[tuple[str, str]] = []
     for pod in chosen:
-        best: tuple[int, str] | None = None
+        passing: list[TargetNode] = []
         reasons: dict[str, int] = {}
         for target in targets:
             if target.name == observation.node:
                 continue
             added = planned.get(target.name, Need(0.0, 0.0))
             why = target_reason(pod, target, thresholds, added, now, holdings.get(target.name, ()))
-            if why is not None:
+            if why is None:
+                passing.append(target)
+            else:
                 reasons[why] = reasons.get(why, 0) + 1
-                continue
-            if best is None or (target.score, _descending(target.name)) > (
-                best[0],
-                _descending(best[1]),
-            ):
-                best = (target.score, target.name)
-        if best is None:
+        if not passing:
             summary = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
             unplaced.append((pod.key, f"no node takes it ({summary or 'no other node'})"))
             continue
-        name = best[1]
-        target = next(t for t in targets if t.name == name)
+        target = min(passing, key=lambda t: (-t.score, t.name))  # the best score, then by name
+        name = target.name
         added = planned.get(name, Need(0.0, 0.0))
         planned[name] = Need(added.cpu + pod.need.cpu, added.memory + pod.need.memory)
-        if holding_of is not None:
-            holdings.setdefault(name, []).append(holding_of(pod))
+        holdings.setdefault(name, []).append(pod)
         target_size = target.size.capacity(threshold.resource) or math.inf
         after = (
             target.values.get(threshold.metric, 0.0)

@@ -19,7 +19,7 @@ A round, every ``spec.rebalance.period``:
 
 Every eviction is an Event on the pod and on the node (the metric, its value, the threshold,
 the pod's usage and the expected target); the last plan and evictions are published in a
-ConfigMap that the extender's ``/v1/rebalance``, its status page and ``kubectl loadsched
+ConfigMap that the extender's ``/v1/status?part=rebalance`` and ``kubectl loadsched
 rebalance`` read.
 """
 
@@ -41,10 +41,11 @@ import msgspec
 
 from annotator.evicting import Eviction, TokenBucket, evict
 from annotator.metrics import AnnotatorMetrics
+from annotator.rebalance.pods import BoundPod
 from annotator.recording import EventRecorder, ObjectRef
 from shared.annotation_keys import REBALANCE_STATUS_KEY, REBALANCED_FROM_ANNOTATION
 from shared.errors import APINotFoundError, LoadschedError
-from shared.estimation import Need, NodeSize, Placement, need_of
+from shared.estimation import Need, NodeSize, need_of
 from shared.kube import patching
 from shared.kube.bodies import encode
 from shared.kube.meta import ObjectMeta, PodMeta
@@ -55,7 +56,6 @@ from shared.load_model import NodeLoad, evaluate
 from shared.node_fit import FitNode, PodNeeds, tolerations_of
 from shared.pods import Pod, PodSpec, PodStatus, pod_request
 from shared.policy import DynamicSchedulerPolicy
-from shared.quantity import ResourceList
 from shared.rebalance import (
     Candidate,
     Move,
@@ -103,14 +103,6 @@ class NodeFacts:
     annotations: Mapping[str, str]
     size: NodeSize
     fit: FitNode
-
-
-class BoundPod(msgspec.Struct, gc=False, frozen=True):
-    """A pod bound to a node, as targets are judged: what it holds and when it came."""
-
-    uid: str
-    request: ResourceList
-    placement: Placement
 
 
 @dataclass
@@ -248,9 +240,7 @@ class Rebalancer:
         targets = self._targets(facts, observations, now)
         planned: dict[str, Need] = {}
         plans: list[NodePlan] = []
-        limits = self._settings.limits
-        budget = {"round": limits.per_round}
-        per_namespace: dict[str, int] = {}
+        allowance = _Allowance(self._settings.limits.per_round)
         for observation in acting:
             acting_metric = observation.acting
             if acting_metric is None:
@@ -270,7 +260,6 @@ class Rebalancer:
                 self.thresholds,
                 now,
                 planned,
-                holding_of=_holding,
             )
             if plan is None:
                 continue
@@ -289,7 +278,7 @@ class Rebalancer:
             if not plan.moves:
                 self._metrics.rebalance_skipped.labels("no-candidate").inc()
                 continue
-            await self._carry_out(plan, observation, budget, per_namespace, now)
+            await self._carry_out(plan, observation, allowance, now)
         return plans
 
     def _candidates(
@@ -356,8 +345,7 @@ class Rebalancer:
         self,
         plan: NodePlan,
         observation: Observation,
-        budget: dict[str, int],
-        per_namespace: dict[str, int],
+        allowance: _Allowance,
         now: datetime,
     ) -> None:
         limits = self._settings.limits
@@ -367,12 +355,12 @@ class Rebalancer:
         for move in plan.moves:
             facts = move.pod.facts
             workload = facts.workload or ""
-            namespace_count = per_namespace.get(facts.namespace, 0) + counted.get(
+            namespace_count = allowance.per_namespace.get(facts.namespace, 0) + counted.get(
                 facts.namespace, 0
             )
             if (
                 len(allowed) >= limits.per_node
-                or budget["round"] <= len(allowed)
+                or allowance.round <= len(allowed)
                 or namespace_count >= limits.per_namespace
                 or workload in workloads
             ):
@@ -394,10 +382,10 @@ class Rebalancer:
                 allowed = allowed[:granted]
             if not allowed:
                 return
-        budget["round"] -= len(allowed)
+        allowance.round -= len(allowed)
         for move in allowed:
             namespace = move.pod.facts.namespace
-            per_namespace[namespace] = per_namespace.get(namespace, 0) + 1
+            allowance.per_namespace[namespace] = allowance.per_namespace.get(namespace, 0) + 1
         until = now + self._settings.cooldown
         marked: dict[str, datetime] | None = None
         if not self.dry_run:
@@ -583,7 +571,7 @@ class Rebalancer:
                     name=name,
                     verdict=verdict,
                     fit=node.fit,
-                    bound=tuple(_Holding(b.request) for b in bound),
+                    bound=tuple(bound),
                     size=node.size,
                     values=values,
                     marks=decode_departures(node.annotations.get(REBALANCED_FROM_ANNOTATION)),
@@ -630,13 +618,12 @@ class Rebalancer:
         self._published = body
 
 
-@dataclass(frozen=True)
-class _Holding:
-    request: ResourceList
+@dataclass
+class _Allowance:
+    """What a round may still evict: in all, and per namespace so far."""
 
-
-def _holding(candidate: Candidate) -> _Holding:
-    return _Holding(candidate.needs.requests)
+    round: int
+    per_namespace: dict[str, int] = field(default_factory=dict)
 
 
 def _excess(observation: Observation) -> float:

@@ -4,22 +4,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
-from annotator.rebalance.controller import BoundPod
+import msgspec
+
+from shared.annotations import parse_timestamp
+from shared.estimation import Placement
 from shared.pods import Pod
+from shared.quantity import ResourceList
 from shared.rules import LoadRules
 from shared.strategies import placement_of
 
 
-def _bound_at(pod: Pod, fallback: datetime) -> datetime:
+class BoundPod(msgspec.Struct, gc=False, frozen=True):
+    """A pod bound to a node, as targets are judged: what it holds (a
+    :class:`shared.node_fit.Holding`) and, for estimation, when it came."""
+
+    uid: str
+    request: ResourceList
+    placement: Placement
+
+
+def _bound_at(pod: Pod, now: datetime) -> datetime:
+    """Its ``PodScheduled`` time, never ahead of now; now when it says none."""
     stamp = pod.scheduled_at()
-    if stamp:
-        try:
-            return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        except ValueError:
-            pass
-    return fallback
+    at = parse_timestamp(stamp) if stamp else None
+    return min(at, now) if at is not None else now
 
 
 class BoundPods:
