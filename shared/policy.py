@@ -422,10 +422,13 @@ class ScoringPolicy(_Strict):
 
 
 DEFAULT_POD_CPU_QUERY = (
-    'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!="", '
-    'container!="POD"}[5m]))'
+    'sum by (namespace, pod) (irate(container_cpu_usage_seconds_total{container!="", '
+    'container!="POD"}[2m]))'
 )
-"""Cores each pod uses, from the kubelet's cAdvisor series that clusters already scrape."""
+"""Cores each pod uses now (its last two samples), from the kubelet's cAdvisor series that
+clusters already scrape. Not ``rate(...[5m])``: that divides by the whole range, so a pod
+started a minute ago would read as a fifth of what it uses, and the pods that came last, the
+usual cause of an overload, would look the lightest."""
 DEFAULT_POD_MEMORY_QUERY = (
     'sum by (namespace, pod) (container_memory_working_set_bytes{container!="", container!="POD"})'
 )
