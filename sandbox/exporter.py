@@ -5,7 +5,11 @@ nodes, each on its own address (``127.0.0.N:9100``), at load levels set over HTT
     curl -X PUT 127.0.0.1:9099/load -d '{"node-1": {"cpu": 0.8, "mem": 0.4}}'
 
 Counters are integrated over time, so ``irate(node_cpu_seconds_total{mode="idle"}[30s])``
-gives back ``(1 - cpu)`` per CPU, as on a real node.
+gives back ``(1 - cpu)`` per CPU, as on a real node. A node's ``pods`` (``{"node-1": {"cpu":
+0.6, "pods": {"ns/web-1": {"cpu": 1.2, "mem": 2e8}}}}``; given, it replaces the node's list)
+are served as the kubelet's cAdvisor series are: ``container_cpu_usage_seconds_total`` (a
+counter of the pod's cores) and ``container_memory_working_set_bytes``, labelled with the
+``namespace``, ``pod`` and ``container="main"``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import functools
 import json
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 MEM_TOTAL = 32 * 1024**3
 HEADERS = (
@@ -26,10 +31,16 @@ HEADERS = (
     "# TYPE node_memory_MemTotal_bytes gauge",
     "# HELP node_memory_MemAvailable_bytes Memory information field MemAvailable_bytes.\n"
     "# TYPE node_memory_MemAvailable_bytes gauge",
+    "# HELP container_cpu_usage_seconds_total Cumulative cpu time consumed in seconds.\n"
+    "# TYPE container_cpu_usage_seconds_total counter",
+    "# HELP container_memory_working_set_bytes Current working set in bytes.\n"
+    "# TYPE container_memory_working_set_bytes gauge",
 )
+Families = tuple[list[str], ...]
+"""One list of exposition lines per family of :data:`HEADERS`, in order."""
 
 
-def render_families(parts: list[tuple[list[str], list[str], list[str]]]) -> bytes:
+def render_families(parts: list[Families]) -> bytes:
     """The text exposition format: each family's HELP and TYPE, then all of its samples."""
     lines: list[str] = []
     for index, header in enumerate(HEADERS):
@@ -40,6 +51,16 @@ def render_families(parts: list[tuple[list[str], list[str], list[str]]]) -> byte
 
 
 @dataclass
+class PodUsage:
+    cpu: float = 0.0
+    """Cores."""
+    mem: float = 0.0
+    """Bytes."""
+    seconds: float = 0.0
+    """CPU seconds used so far."""
+
+
+@dataclass
 class NodeLoad:
     cpus: int = 8
     cpu: float = 0.0
@@ -47,15 +68,30 @@ class NodeLoad:
     idle: float = 0.0
     busy: float = 0.0
     at: float = 0.0
+    pods: dict[str, PodUsage] = field(default_factory=dict)
+    """By ``namespace/name``."""
 
     def advance(self, now: float) -> None:
         elapsed = max(now - self.at, 0.0) if self.at else 0.0
         self.idle += (1.0 - self.cpu) * elapsed
         self.busy += self.cpu * elapsed
+        for pod in self.pods.values():
+            pod.seconds += pod.cpu * elapsed
         self.at = now
 
-    def series(self, instance: str = "") -> tuple[list[str], list[str], list[str]]:
-        """Exposition lines of the three families; with ``instance``, every series carries that
+    def set_pods(self, pods: dict[str, dict[str, float]]) -> None:
+        """The pods on the node now, with their usage; a pod kept keeps its counter."""
+        self.pods = {
+            key: PodUsage(
+                max(float(usage.get("cpu", 0.0)), 0.0),
+                max(float(usage.get("mem", 0.0)), 0.0),
+                self.pods[key].seconds if key in self.pods else 0.0,
+            )
+            for key, usage in pods.items()
+        }
+
+    def series(self, instance: str = "") -> Families:
+        """Exposition lines of the families; with ``instance``, every series carries that
         label (for one endpoint that speaks for many nodes, scraped with ``honor_labels``)."""
         extra = f',instance="{instance}"' if instance else ""
         cpu = []
@@ -65,7 +101,13 @@ class NodeLoad:
         plain = f"{{{extra.lstrip(',')}}}" if extra else ""
         total = [f"node_memory_MemTotal_bytes{plain} {MEM_TOTAL}"]
         available = [f"node_memory_MemAvailable_bytes{plain} {int(MEM_TOTAL * (1.0 - self.mem))}"]
-        return cpu, total, available
+        container_cpu, container_mem = [], []
+        for key, pod in sorted(self.pods.items()):
+            namespace, _, name = key.partition("/")
+            labels = f'namespace="{namespace}",pod="{name}",container="main"{extra}'
+            container_cpu.append(f"container_cpu_usage_seconds_total{{{labels}}} {pod.seconds:.6f}")
+            container_mem.append(f"container_memory_working_set_bytes{{{labels}}} {int(pod.mem)}")
+        return cpu, total, available, container_cpu, container_mem
 
     def render(self) -> bytes:
         return render_families([self.series()])
@@ -76,13 +118,16 @@ class Exporter:
         self.addresses = nodes
         self.loads = {name: NodeLoad() for name in nodes}
 
-    def set_loads(self, levels: dict[str, dict[str, float]]) -> None:
+    def set_loads(self, levels: dict[str, dict[str, Any]]) -> None:
         now = time.monotonic()
         for name, level in levels.items():
             load = self.loads.setdefault(name, NodeLoad())
             load.advance(now)
             load.cpu = min(max(float(level.get("cpu", load.cpu)), 0.0), 1.0)
             load.mem = min(max(float(level.get("mem", load.mem)), 0.0), 1.0)
+            pods = level.get("pods")
+            if isinstance(pods, dict):
+                load.set_pods(pods)
 
     def metrics(self, name: str) -> bytes:
         load = self.loads[name]

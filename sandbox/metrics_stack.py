@@ -7,11 +7,13 @@ import json
 import sys
 import urllib.request
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port
 from sandbox.prometheus import Prometheus
 
-Loads = Mapping[str, Mapping[str, float]]
+Loads = Mapping[str, Mapping[str, Any]]
+"""Per node: ``cpu`` and ``mem`` fractions, and optionally its ``pods`` (:mod:`sandbox.exporter`)."""
 
 
 class MetricsStack:

@@ -45,6 +45,7 @@ CHART_ACCOUNTS_VALUES = {
     # every optional permission the end-to-end tests need; the annotator's lease is the one
     # test_annotator elects on, in the namespace the accounts live in
     "annotator": {"elasticQuota": True, "leaseName": "loadsched-annotator-e2e"},
+    "rebalance": {"enabled": True},
     "extender": {"elasticQuota": True, "bind": True},
     "dispatch": {"enabled": True},
     "scheduler": {"enabled": True, "schedulerName": "loadsched-chart"},
