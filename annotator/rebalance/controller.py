@@ -79,6 +79,9 @@ logger = logging.getLogger(__name__)
 UsageQuery = Callable[[str], Awaitable[dict[tuple[str, str], float]]]
 """Runs a PromQL query; (namespace, pod) → value."""
 LAST_EVICTIONS = 50
+MARK_SEEN_SECONDS = 5.0
+"""How long the rebalancer waits for its own node watch to show a mark it wrote before it
+evicts (a stand-in for the extender's watch, which reads the same API server)."""
 
 
 class FullPod(msgspec.Struct, gc=False):
@@ -157,9 +160,12 @@ class Rebalancer:
         dry_run: bool = False,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         self._kube = kube
+        self._monotonic = monotonic
+        self._sleep = sleep
         self._settings = policy.spec.rebalance
         self._zone = policy.zone
         self._rules = rules
@@ -210,6 +216,10 @@ class Rebalancer:
         for state, count in states.items():
             self._metrics.rebalance_nodes.labels(state).set(count)
         self.moved = {k: v for k, v in self.moved.items() if v > now}
+        for node in facts.values():  # a new leader keeps the last one's cooldowns
+            for workload, until in _marks_of(node).items():
+                if until > now and until > self.moved.get(workload, now):
+                    self.moved[workload] = until
         await self._clear_marks(facts, observations, now)
         acting = sorted(
             (o for o in observations.values() if o.state == "over"),
@@ -386,14 +396,23 @@ class Rebalancer:
         for move in allowed:
             namespace = move.pod.facts.namespace
             allowance.per_namespace[namespace] = allowance.per_namespace.get(namespace, 0) + 1
-        until = now + self._settings.cooldown
+        until = (now + self._settings.cooldown).replace(microsecond=0)  # as the mark spells it
         marked: dict[str, datetime] | None = None
+        previous = _marks_of(self._node_facts().get(plan.node))
         if not self.dry_run:
             marked = await self._mark(
                 plan.node, {m.pod.facts.workload or "": until for m in allowed}, now
             )
             if marked is None:
                 return  # without the mark a replacement could come straight back: move nothing
+            if not await self._mark_seen(plan.node, marked):
+                logger.warning(
+                    "node/%s: the node watch did not show the rebalance mark within %gs; "
+                    "nothing moved this round",
+                    plan.node,
+                    MARK_SEEN_SECONDS,
+                )
+                allowed = []  # withdrawn below, as for evictions that did not happen
         streak = observation.acting.streak if observation.acting else 0
         evicted = False
         for move in allowed:
@@ -448,9 +467,7 @@ class Rebalancer:
                 logger.warning("pod/%s: eviction failed: %s", pod.key, detail)
         if evicted:
             self.tracker.hold(plan.node, now)
-        unmoved = {
-            m.pod.facts.workload for m in allowed if m.pod.facts.workload not in self.moved
-        } - {None}
+        unmoved = set(marked or {}) - set(self.moved) - set(previous)
         if marked is not None and unmoved:
             # a mark for an eviction that did not happen would refuse that workload for nothing
             kept = {k: v for k, v in marked.items() if k not in unmoved}
@@ -470,15 +487,25 @@ class Rebalancer:
     ) -> dict[str, datetime] | None:
         """Write ``add`` into the node's marks (those expired dropped); the marks written, or
         ``None`` when the write failed."""
-        facts = self._node_facts().get(node)
-        current = decode_departures(
-            facts.annotations.get(REBALANCED_FROM_ANNOTATION) if facts else None
-        )
+        current = _marks_of(self._node_facts().get(node))
         marks = {k: v for k, v in current.items() if v > now}
         marks.update(add)
         if not await self._write_marks(node, encode_departures(marks)):
             return None
         return marks
+
+    async def _mark_seen(self, node: str, marked: Mapping[str, datetime]) -> bool:
+        """Whether this replica's node watch shows ``marked`` within :data:`MARK_SEEN_SECONDS`:
+        the extender learns of the mark through a watch of its own, and a replacement it
+        scheduled before would be placed as if there were none."""
+        deadline = self._monotonic() + MARK_SEEN_SECONDS
+        while True:
+            shown = _marks_of(self._node_facts().get(node))
+            if all(k in shown and shown[k] >= v for k, v in marked.items()):
+                return True
+            if self._monotonic() >= deadline:
+                return False
+            await self._sleep(0.05)
 
     async def _write_marks(self, node: str, value: str | None) -> bool:
         body = {"metadata": {"annotations": {REBALANCED_FROM_ANNOTATION: value}}}
@@ -574,7 +601,7 @@ class Rebalancer:
                     bound=tuple(bound),
                     size=node.size,
                     values=values,
-                    marks=decode_departures(node.annotations.get(REBALANCED_FROM_ANNOTATION)),
+                    marks=_marks_of(node),
                     score=verdict.score,
                 )
             )
@@ -624,6 +651,10 @@ class _Allowance:
 
     round: int
     per_namespace: dict[str, int] = field(default_factory=dict)
+
+
+def _marks_of(node: NodeFacts | None) -> dict[str, datetime]:
+    return decode_departures(node.annotations.get(REBALANCED_FROM_ANNOTATION) if node else None)
 
 
 def _excess(observation: Observation) -> float:

@@ -61,6 +61,8 @@ class FakeAPI:
         self.pods = pods
         self.eviction_status = eviction_status
         self.requests: list[tuple[str, str, Any]] = []
+        self.nodes: Nodes | None = None
+        """Where a node patch shows, as the annotator's node watch would show it."""
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         body: Any = None
@@ -72,6 +74,15 @@ class FakeAPI:
             node = selector.removeprefix("spec.nodeName=")
             items = [p for p in self.pods if p["spec"]["nodeName"] == node]
             return httpx.Response(200, json={"items": items})
+        if request.method == "PATCH" and request.url.path.startswith("/api/v1/nodes/"):
+            if self.nodes is not None and self.nodes.watched:
+                node = request.url.path.rsplit("/", 1)[1]
+                for key, value in body["metadata"]["annotations"].items():
+                    if value is None:
+                        self.nodes.extra[node].pop(key, None)
+                    else:
+                        self.nodes.extra[node][key] = value
+            return httpx.Response(200, json={})
         if request.url.path.endswith("/eviction"):
             if self.eviction_status == 429:
                 return httpx.Response(
@@ -103,6 +114,8 @@ class Nodes:
         self.cpu = {"hot": 0.80, "quiet": 0.20}
         self.extra: dict[str, dict[str, str]] = {"hot": {}, "quiet": {}}
         self.sampled = clock()
+        self.watched = True
+        """Node patches show here (a watch that keeps up)."""
 
     def sample(self) -> None:
         self.sampled = self.clock()
@@ -139,6 +152,11 @@ def rebalancer(
         return usage if "cpu" in promql else {}
 
     rules = LoadRules.from_policy(chosen)
+    api.nodes = nodes
+
+    async def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+
     return Rebalancer(
         kube=client,
         policy=chosen,
@@ -151,6 +169,7 @@ def rebalancer(
         status_namespace="loadsched-system",
         clock=clock,
         monotonic=clock.monotonic,
+        sleep=sleep,
     )
 
 
@@ -165,6 +184,7 @@ async def rounds(controller: Rebalancer, nodes: Nodes, clock: Clock, n: int) -> 
 
 async def test_after_n_rounds_the_fewest_pods_move_mark_first() -> None:
     clock = Clock()
+    clock.advance(0.25)  # the mark, and the cooldown, are whole seconds
     nodes = Nodes(clock)
     # hot is 0.80 of 8 cores: 1.2 cores over 0.65. Measured: big 1.5, small 0.4, tiny 0.1
     api = FakeAPI([pod("big", "1"), pod("small", "1"), pod("tiny", "1")])
@@ -335,3 +355,36 @@ def test_the_rate_limit_lets_through_what_it_has_and_one_under_one_a_minute() ->
     assert slow.take(1) and not slow.take(1)
     clock.advance(120)
     assert slow.take(1)
+
+
+async def test_nothing_is_evicted_until_the_node_watch_shows_the_mark() -> None:
+    """The extender reads the mark through its own node watch: evicting before a watch shows
+    it could let the replacement be placed back. A watch that never shows it moves nothing,
+    and the mark is withdrawn."""
+    clock = Clock()
+    nodes = Nodes(clock)
+    nodes.watched = False
+    api = FakeAPI([pod("big", "2")])
+    controller = rebalancer(api, clock, nodes, {("web", "big"): 1.5})
+    await rounds(controller, nodes, clock, 2)
+    assert [c for c in api.calls() if "eviction" in c[1]] == []
+    written = [
+        b["metadata"]["annotations"][REBALANCED_FROM_ANNOTATION]
+        for m, p, b in api.requests
+        if p == "/api/v1/nodes/hot"
+    ]
+    assert written[0] is not None and written[-1] is None
+
+
+async def test_a_new_leader_keeps_the_cooldowns_the_marks_name() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    # the last leader moved a pod of big-rs off quiet ten minutes ago, until 12:05
+    nodes.extra["quiet"] = {
+        REBALANCED_FROM_ANNOTATION: '{"web/ReplicaSet/big-rs":"2026-11-22T12:05:00Z"}'
+    }
+    api = FakeAPI([pod("big", "2")])
+    controller = rebalancer(api, clock, nodes, {("web", "big"): 1.5})
+    await rounds(controller, nodes, clock, 3)
+    assert [c for c in api.calls() if "eviction" in c[1]] == []
+    assert controller.moved["web/ReplicaSet/big-rs"].strftime("%H:%M") == "12:05"
