@@ -56,6 +56,46 @@ TEMPLATES = {
 }
 
 
+REBALANCE_STATUS = {
+    "roundAt": "2026-11-22T12:05:00Z",
+    "dryRun": True,
+    "nodes": {"over": 1, "waiting": 1, "held": 0, "stale": 1, "under": 2},
+    "overThreshold": [{"node": "node-1", "state": "over", "metrics": []}],
+    "plans": [
+        {
+            "node": "node-1",
+            "metric": "cpu_usage_avg_5m",
+            "value": 0.92,
+            "high": 0.65,
+            "overshoot": 2.16,
+            "resource": "cpu",
+            "moves": [
+                {
+                    "pod": "team-a/big",
+                    "usage": 2.5,
+                    "measured": True,
+                    "target": "node-3",
+                    "valueAfter": 0.4625,
+                }
+            ],
+            "unplaced": [],
+        }
+    ],
+    "lastEvictions": [
+        {
+            "at": "2026-11-22T12:05:00Z",
+            "pod": "team-a/big",
+            "node": "node-1",
+            "target": "node-3",
+            "metric": "cpu_usage_avg_5m",
+            "result": "dry-run",
+            "detail": "",
+        }
+    ],
+}
+"""What the annotator's leader would have published: the page shows it as the API gives it."""
+
+
 def chromium() -> str:
     found = shutil.which("chromium")
     assert found, "chromium is not installed: run scripts/setup-sandbox.sh"
@@ -221,6 +261,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox,
                         },
                     ),
                 )
+        box.core.create_namespaced_config_map(
+            "default",
+            sent_as(
+                k8s.V1ConfigMap,
+                {
+                    "metadata": {"name": "loadsched-rebalance"},
+                    "data": {"status.json": json.dumps(REBALANCE_STATUS)},
+                },
+            ),
+        )
         url = box.start_extender(
             name="extender-status",
             args=[
@@ -333,6 +383,22 @@ def test_the_page_shows_what_the_api_says(cluster: tuple[Sandbox, str]) -> None:
     assert texts[2:4] == ["1 / 1", f"{template['pending']} / 3"]
     assert texts[4] == f"429: {template['refusing']}"
     assert "maxActive 1" in template["refusing"]
+
+    # the rebalancer's published round, as /v1/status gives it
+    rebalance = status["rebalance"]
+    assert rebalance == {"published": True, **REBALANCE_STATUS}
+    assert dom.by_id["rebalance-note"].startswith("DRY RUN: the plan is what would be evicted")
+    move = [text for _, text in dom.table("move")["team-a/big"]]
+    assert move == [
+        "team-a/big",
+        "node-1",
+        "node-3",
+        "2.50",
+        "cpu_usage_avg_5m 0.920 > 0.65",
+        "planned: node-3 at 0.463",
+    ]
+    evicted = [text for _, text in dom.table("eviction")["2026-11-22T12:05:00Z team-a/big"]]
+    assert evicted[-1] == "2026-11-22T12:05:00Z: dry-run"
 
     # the explain box shows the explain API's own answer (or its error)
     assert dom.by_id["explain-state"].split()[0] == str(explain_code) == "200"
