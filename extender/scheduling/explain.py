@@ -23,6 +23,7 @@ from extender.scheduling.answers import node_score, scaled
 from extender.scheduling.quota_gate import QuotaGate
 from extender.scheduling.tally import refusal
 from extender.scheduling.verbs import LoadAwareExtender
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
 from shared.load_model import WITH_POD, MetricTerm, Verdict
 from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity
@@ -32,6 +33,8 @@ from shared.strategies import PodDemand, demand_of, pod_need, pod_score
 
 QUOTA_REFUSED = "elasticquota"
 """``rejected_by`` of a node refused because the pod's namespace is over its quota."""
+REBALANCED_FROM = REBALANCED_FROM_ANNOTATION
+"""``rejected_by`` of a node the rebalancer moved a pod of this pod's workload off lately."""
 
 
 class MetricExplanation(BaseModel):
@@ -72,7 +75,8 @@ class NodeExplanation(BaseModel):
     node: str
     passed: bool = Field(description="filter keeps the node for this pod")
     rejected_by: str | None = Field(
-        description="the metric that decided, hot value key, * (not cached), or elasticquota"
+        description="the metric that decided, hot value key, * (not cached), elasticquota, or "
+        "loadsched.io/rebalanced-from (the rebalancer moved a pod of this workload off it)"
     )
     reason: str | None = Field(
         description="filter's message for the node (kube-scheduler receives it in an answer "
@@ -165,12 +169,15 @@ class Explainer:
             for name in names
         ]
         without_room = _placed_without_room(refusals, rules)
+        departed = extender.departed(pod, now) if check else {}
         rows = []
         for name, final, refused in zip(names, finals, refusals, strict=True):
             verdict = view.verdicts.get(name)
             rejected_by, reason = (refused[1][0], refused[0]) if refused else (None, None)
             if without_room and refused and refused[1][1] == WITH_POD:
                 rejected_by, reason = None, f"{NO_ROOM_ANYWHERE}: {refused[0]}"
+            if rejected_by is None and name in departed:
+                rejected_by, reason = REBALANCED_FROM, departed[name]
             if not quota.admitted:
                 rejected_by, reason = QUOTA_REFUSED, quota.message
             rows.append(

@@ -183,7 +183,7 @@ class LoadAwareExtender:
         check = not pod.is_daemonset_pod
         need = pod_need(pod, self._rules) if check else None
         answer: FilterResult | msgspec.Raw
-        departed = self._departed(pod, now) if check else {}
+        departed = self.departed(pod, now) if check else {}
         if args.names_only:
             answer, tally, passes, passing = self._filter_names(
                 args.NodeNames, now, check=check, need=need
@@ -253,7 +253,7 @@ class LoadAwareExtender:
             )
         return answer
 
-    def _departed(self, pod: PodInfo, now: datetime) -> dict[str, str]:
+    def departed(self, pod: PodInfo, now: datetime) -> dict[str, str]:
         """The nodes the rebalancer moved a pod of this pod's workload off lately, each with
         why it is refused there (``loadsched.io/rebalanced-from``, read by the node watch)."""
         cache = self._cache

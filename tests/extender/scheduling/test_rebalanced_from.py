@@ -5,6 +5,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from extender.scheduling.explain import Explainer
 from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_cache import NodeLoadCache
 from extender.scheduling.verbs import LoadAwareExtender
@@ -12,6 +13,7 @@ from extender.scheduling.wire import ARGS_DECODER, ENCODER, Node
 from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
 from shared.kube.meta import NodeMeta
 from shared.load_model import LoadRules
+from shared.pods import POD_DECODER
 from tests import payloads
 from tests.fakes.clock import NOW, Clock
 from tests.fakes.extender_calls import loaded_node
@@ -82,3 +84,17 @@ def test_a_malformed_mark_refuses_nothing(rules: LoadRules) -> None:
     annotations[REBALANCED_FROM_ANNOTATION] = "{not json"
     nodes = [Node(metadata=NodeMeta(name="left", annotations=annotations))]
     assert filtered(nodes, clock=Clock(), rules=rules)["NodeNames"] == ["left"]
+
+
+def test_explain_says_why_the_node_is_refused(rules: LoadRules) -> None:
+    cache = NodeLoadCache(rules)
+    cache.replace([marked("left", 0.3, 10), loaded_node("other", 0.3)])
+    decide = LoadAwareExtender(
+        rules=rules, clock=Clock(), metrics=ExtenderMetrics(), node_cache=cache
+    )
+    pod = POD_DECODER.decode(payloads.encode(payloads.pod()))
+    rows = {row.node: row for row in Explainer(decide, clock=Clock()).explain(pod).nodes}
+    assert rows["other"].passed and rows["other"].rejected_by is None
+    assert not rows["left"].passed
+    assert rows["left"].rejected_by == "loadsched.io/rebalanced-from"
+    assert "moved off this node by the rebalancer" in (rows["left"].reason or "")
