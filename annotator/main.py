@@ -75,14 +75,14 @@ class Annotator:
         self.quota_reflector: Reflector[QuotaObject] | None = None
         self.rebalancer: Rebalancer | None = None
         pod_stores: list[Store[Pod]] = [bindings]
+        # it reads the reservations too: the extender's admissions and its own promises
+        ledger = QuotaLedger(shared_admission=True) if self.settings.elastic_quota else None
         if self.policy.spec.rebalance.enabled and not self.settings.once:
-            self.rebalancer, bound = self._rebalancer()
+            self.rebalancer, bound = self._rebalancer(ledger)
             pod_stores.append(bound)
-        if not self.settings.elastic_quota:
+        if ledger is None:
             self.pod_reflector = self._bound_pod_watch(FanOut[Pod](*pod_stores))
             return
-        # it reads the reservations too: the extender's admissions and its own promises
-        ledger = QuotaLedger(shared_admission=True)
         self.quotas = self._quota_controller(ledger)
         # every pod: bound ones for hot values and quota use, unschedulable ones for reclaim
         self.pod_reflector = self._pod_watch(
@@ -169,8 +169,9 @@ class Annotator:
             retry=self.settings.kube_retry(),
         )
 
-    def _rebalancer(self) -> tuple[Rebalancer, BoundPods]:
-        """Moves pods off nodes that stay overloaded (leader only, ``spec.rebalance``)."""
+    def _rebalancer(self, ledger: QuotaLedger | None) -> tuple[Rebalancer, BoundPods]:
+        """Moves pods off nodes that stay overloaded (leader only, ``spec.rebalance``); with
+        elastic quotas, only pods whose replacement the pod's quota admits."""
         rules = LoadRules.from_policy(self.policy)
         bound = BoundPods(rules, self.clock)
         nodes = self.nodes
@@ -193,6 +194,7 @@ class Annotator:
                 self.kube, instance=self.settings.identity, retry=self.settings.kube_retry()
             ),
             metrics=self.metrics,
+            quota_admits=ledger.admit if ledger is not None else None,
             status_namespace=self.settings.lease_namespace,
             dry_run=self.settings.dry_run,
             clock=self.clock,

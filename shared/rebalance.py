@@ -11,7 +11,8 @@ the fewest that cover the overshoot, and where each would go.
   StatefulSet, Job, ReplicationController: never bare, DaemonSet or mirror pods), running,
   not terminating, at or below ``maxPriority`` (system-critical never), in a namespace and
   with labels the policy selects, not opted out (annotation ``loadsched.io/evict: "false"``),
-  and whose workload was not moved within ``cooldown``.
+  and whose workload was not moved within ``cooldown``; with elastic quotas, whose replacement
+  its namespace's quota admits (the controller asks the quota ledger).
 - **Which first** (:func:`fewest_covering`): one pod per workload at most (the one using the
   most, :func:`one_per_workload`), and of those the fewest whose usage covers the overshoot
   (the node's value above ``high``, in cores or bytes); among sets of that size, online
@@ -68,6 +69,7 @@ SkipReason = Literal[
     "cooldown",
     "in-flight",
     "unreadable",
+    "quota",
 ]
 """Why a pod on an overloaded node is not a candidate (a metric label)."""
 

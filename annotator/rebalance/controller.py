@@ -56,6 +56,8 @@ from shared.load_model import NodeLoad, evaluate
 from shared.node_fit import FitNode, PodNeeds, tolerations_of
 from shared.pods import Pod, PodSpec, PodStatus, pod_request
 from shared.policy import DynamicSchedulerPolicy
+from shared.quantity import ResourceList
+from shared.quota import Admission
 from shared.rebalance import (
     Candidate,
     Move,
@@ -156,6 +158,7 @@ class Rebalancer:
         recorder: EventRecorder,
         metrics: AnnotatorMetrics,
         status_namespace: str,
+        quota_admits: Callable[[Pod, ResourceList], Admission] | None = None,
         status_name: str = "loadsched-rebalance",
         dry_run: bool = False,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -177,6 +180,9 @@ class Rebalancer:
         self._usage = usage
         self._recorder = recorder
         self._metrics = metrics
+        self._quota_admits = quota_admits
+        """With elastic quotas: whether a pod's quota admits it, itself not counted (its
+        replacement asks the same, in place of it)."""
         self._status_namespace = status_namespace
         self._status_name = status_name
         self.dry_run = dry_run or self._settings.dry_run
@@ -322,7 +328,14 @@ class Rebalancer:
                 self._metrics.rebalance_skipped.labels("unreadable").inc()
                 continue
             key = (meta.namespace, meta.name)
-            as_pod = Pod(metadata=PodMeta(uid=meta.uid), spec=pod.spec, status=pod.status)
+            as_pod = Pod(
+                metadata=PodMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid),
+                spec=pod.spec,
+                status=pod.status,
+            )
+            if self._quota_admits is not None and not self._quota_admits(as_pod, request).admitted:
+                self._metrics.rebalance_skipped.labels("quota").inc()
+                continue
             # what the extender's filter takes the replacement to use (the estimation policy's
             # basis, factors and defaults), also when a pod has no sample
             estimated = need_of(placement_of(as_pod, now, self._rules), self._estimation)

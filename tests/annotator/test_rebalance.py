@@ -21,6 +21,7 @@ from shared.errors import LoadschedError
 from shared.estimation import NodeSize
 from shared.node_fit import FitNode
 from shared.policy import DEFAULT_POLICY_YAML, parse_policy
+from shared.quota import Admission
 from shared.rules import LoadRules
 from tests.fakes.clock import Clock
 
@@ -141,6 +142,7 @@ def rebalancer(
     nodes: Nodes,
     usage: dict[tuple[str, str], float] | None = None,
     metrics: AnnotatorMetrics | None = None,
+    quota_admits: Any = None,
     **settings: Any,
 ) -> Rebalancer:
     chosen = policy(**settings)
@@ -167,6 +169,7 @@ def rebalancer(
         recorder=EventRecorder(client, instance="test", monotonic=clock.monotonic),
         metrics=metrics or AnnotatorMetrics(),
         status_namespace="loadsched-system",
+        quota_admits=quota_admits,
         clock=clock,
         monotonic=clock.monotonic,
         sleep=sleep,
@@ -388,3 +391,22 @@ async def test_a_new_leader_keeps_the_cooldowns_the_marks_name() -> None:
     await rounds(controller, nodes, clock, 3)
     assert [c for c in api.calls() if "eviction" in c[1]] == []
     assert controller.moved["web/ReplicaSet/big-rs"].strftime("%H:%M") == "12:05"
+
+
+async def test_a_pod_whose_replacement_its_quota_would_refuse_stays() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    metrics = AnnotatorMetrics()
+    api = FakeAPI([pod("big", "2"), pod("small", "1")])
+    asked: list[tuple[str, str]] = []
+
+    def admits(candidate: Any, request: Any) -> Admission:
+        asked.append((candidate.key, str(request["cpu"])))
+        return Admission(candidate.metadata.name != "big", rule="max")
+
+    usage = {("web", "big"): 1.5, ("web", "small"): 1.3}
+    controller = rebalancer(api, clock, nodes, usage, metrics, quota_admits=admits)
+    plans = await rounds(controller, nodes, clock, 2)
+    assert ("web/big", "2") in asked  # asked for the replacement's request, in its place
+    assert metrics.rebalance_skipped.labels("quota")._value.get() >= 1
+    assert [m.pod.key for m in plans[0].moves] == ["web/small"]
