@@ -36,7 +36,8 @@ REBALANCED_FROM_ANNOTATION = "loadsched.io/rebalanced-from"
 """On a Node the rebalancer moved pods off: ``{"<namespace>/<Kind>/<name>": "<until>"}``, the
 workloads whose replacements filter refuses there until then."""
 EVICT_ANNOTATION = "loadsched.io/evict"
-"""On a Pod: ``"false"`` keeps the rebalancer from moving it."""
+"""On a Pod: ``"false"`` keeps the rebalancer from moving it; ``"true"`` lets it move a pod
+with local storage."""
 REBALANCE_STATUS_KEY = "status.json"
 """The key of the rebalancer's status in its ConfigMap (``loadsched-rebalance``)."""
 TEMPLATE_LABEL = "loadsched.io/template"
@@ -133,7 +134,8 @@ KEYS: tuple[KeyUse, ...] = (
         "Pod",
         "you (workload owners)",
         "annotator (rebalancer)",
-        '`"false"`: the rebalancer never moves this pod',
+        '`"false"`: the rebalancer never moves this pod; `"true"`: it may move it although '
+        "it has an `emptyDir` or `hostPath` volume",
     ),
     KeyUse(
         TEMPLATE_LABEL,

@@ -3,8 +3,9 @@
 requests (plus one ``pods`` slot) fit in its allocatable minus what the pods bound there
 request. Pure; no I/O.
 
-These are the checks of kube-scheduler's NodeUnschedulable, NodeAffinity (``nodeSelector``
-only), TaintToleration and NodeResourcesFit filters, with their rules: a cordoned node admits
+These are the checks of kube-scheduler's NodeUnschedulable, NodeAffinity (``nodeSelector``, and
+the required node affinity where the caller reads it), TaintToleration and NodeResourcesFit
+filters, with their rules: a cordoned node admits
 a pod that tolerates ``node.kubernetes.io/unschedulable:NoSchedule``; PreferNoSchedule taints
 do not block; resources the node does not list are not checked (kube-scheduler refuses
 those before asking anyone else). Quota reclaim and dispatch's "no node fits" check both use
@@ -82,6 +83,88 @@ class FitNode:
     """``spec.unschedulable``: cordoned."""
 
 
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions`` (on labels) or ``matchFields`` (on ``metadata.name``) entry."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    field: bool = False
+
+    def matches(self, node: FitNode) -> bool:
+        value = node.name if self.field else node.labels.get(self.key)
+        if self.field and self.key != "metadata.name":
+            return False
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator == "DoesNotExist":
+            return value is None
+        if self.operator in ("Gt", "Lt") and value is not None and len(self.values) == 1:
+            try:
+                have, bound = int(value), int(self.values[0])
+            except ValueError:
+                return False
+            return have > bound if self.operator == "Gt" else have < bound
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinity:
+    """A pod's required node affinity: a node matches if any term matches, and a term matches
+    when all of its requirements do (kube-scheduler's NodeAffinity filter). A term with no
+    requirement matches nothing, as kube-scheduler reads it."""
+
+    terms: tuple[tuple[Requirement, ...], ...]
+
+    def matches(self, node: FitNode) -> bool:
+        return any(term and all(r.matches(node) for r in term) for term in self.terms)
+
+
+def required_affinity(affinity: object) -> NodeAffinity | None:
+    """The required node affinity of a pod's raw ``spec.affinity``; ``None`` when there is
+    none. A malformed one matches no node (the pod is taken to run nowhere else)."""
+    if not isinstance(affinity, Mapping):
+        return None
+    node_affinity = affinity.get("nodeAffinity")
+    required = (
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(node_affinity, Mapping)
+        else None
+    )
+    if required is None:
+        return None
+    terms_raw = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms_raw, list):
+        return NodeAffinity(())
+    terms: list[tuple[Requirement, ...]] = []
+    for term in terms_raw:
+        if not isinstance(term, Mapping):
+            return NodeAffinity(())
+        found: list[Requirement] = []
+        for name, is_field in (("matchExpressions", False), ("matchFields", True)):
+            for entry in term.get(name) or ():
+                if not isinstance(entry, Mapping) or not isinstance(entry.get("key"), str):
+                    return NodeAffinity(())
+                values = entry.get("values") or ()
+                if not isinstance(values, list | tuple):
+                    return NodeAffinity(())
+                found.append(
+                    Requirement(
+                        entry["key"],
+                        str(entry.get("operator", "")),
+                        tuple(str(v) for v in values),
+                        is_field,
+                    )
+                )
+        terms.append(tuple(found))
+    return NodeAffinity(tuple(terms))
+
+
 @dataclass(frozen=True)
 class PodNeeds:
     """What fitting a pod reads of the pod."""
@@ -90,6 +173,8 @@ class PodNeeds:
     """The effective request (:func:`shared.pods.pod_request`)."""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    required: NodeAffinity | None = None
+    """``requiredDuringSchedulingIgnoredDuringExecution`` of its node affinity, when read."""
 
 
 class Holding(Protocol):
@@ -131,6 +216,8 @@ def placement_reason(pod: PodNeeds, node: FitNode) -> str | None:
     for key, value in pod.node_selector.items():
         if node.labels.get(key) != value:
             return f"nodeSelector {key}={value} does not match"
+    if pod.required is not None and not pod.required.matches(node):
+        return "required node affinity does not match"
     for taint in node.taints:
         if taint.effect in BLOCKING_EFFECTS and not tolerates(pod.tolerations, taint):
             return f"taint {taint} not tolerated"

@@ -11,6 +11,8 @@ the fewest that cover the overshoot, and where each would go.
   StatefulSet, Job, ReplicationController: never bare, DaemonSet or mirror pods), running,
   not terminating, at or below ``maxPriority`` (system-critical never), in a namespace and
   with labels the policy selects, not opted out (annotation ``loadsched.io/evict: "false"``),
+  without local storage (``emptyDir``, ``hostPath``: lost on a move) unless opted in
+  (``loadsched.io/evict: "true"``),
   and whose workload was not moved within ``cooldown``; with elastic quotas, whose replacement
   its namespace's quota admits (the controller asks the quota ledger).
 - **Which first** (:func:`fewest_covering`): one pod per workload at most (the one using the
@@ -20,7 +22,8 @@ the fewest that cover the overshoot, and where each would go.
   usage is its measured one, else its request × the estimation factor.
 - **Only moves that help** (:func:`plan_node`): each pod is moved only if a node passes
   loadsched's own filter for it (the same verdicts as the extender's, estimation included,
-  with the pods already planned there counted) and node fit (selector, taints, requests), and
+  with the pods already planned there counted) and node fit (selector, required node
+  affinity, taints, requests), and
   stays under every ``high`` with the pod's usage added; the best-scored such node is its
   target. If not every pod of the set has one, the node is left alone this round.
 - **No loops**: the node a workload's pod left carries ``loadsched.io/rebalanced-from``
@@ -70,6 +73,7 @@ SkipReason = Literal[
     "in-flight",
     "unreadable",
     "quota",
+    "local-storage",
 ]
 """Why a pod on an overloaded node is not a candidate (a metric label)."""
 
@@ -314,6 +318,8 @@ class PodFacts:
     priority: int
     phase: str | None
     terminating: bool
+    local_storage: bool = False
+    """An ``emptyDir`` or ``hostPath`` volume."""
 
     @property
     def workload(self) -> str | None:
@@ -349,8 +355,11 @@ def skip_reason(
         return "namespace"
     if any(pod.labels.get(k) != v for k, v in policy.pod_selector.items()):
         return "selector"
-    if pod.annotations.get(OPT_OUT_ANNOTATION, "").strip().lower() == "false":
+    opt = pod.annotations.get(OPT_OUT_ANNOTATION, "").strip().lower()
+    if opt == "false":
         return "opted-out"
+    if pod.local_storage and opt != "true":
+        return "local-storage"
     until = moved.get(workload)
     if until is not None and now < until:
         return "cooldown"

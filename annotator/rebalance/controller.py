@@ -53,7 +53,7 @@ from shared.kube.paths import CONFIGMAPS, NODES, PODS
 from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.load_model import NodeLoad, evaluate
-from shared.node_fit import FitNode, PodNeeds, tolerations_of
+from shared.node_fit import FitNode, PodNeeds, required_affinity, tolerations_of
 from shared.pods import Pod, PodSpec, PodStatus, pod_request
 from shared.policy import DynamicSchedulerPolicy
 from shared.quantity import ResourceList
@@ -86,11 +86,23 @@ MARK_SEEN_SECONDS = 5.0
 evicts (a stand-in for the extender's watch, which reads the same API server)."""
 
 
+class FullPodSpec(PodSpec, gc=False):
+    """:class:`shared.pods.PodSpec` with what only moving a pod reads (raw)."""
+
+    affinity: dict[str, Any] | None = None
+    volumes: list[dict[str, Any]] | None = None
+
+    @property
+    def local_storage(self) -> bool:
+        """An ``emptyDir`` or ``hostPath`` volume: what it holds stays behind when it moves."""
+        return any("emptyDir" in v or "hostPath" in v for v in self.volumes or ())
+
+
 class FullPod(msgspec.Struct, gc=False):
     """A pod as the rebalancer reads it from the API server: with its annotations."""
 
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    spec: FullPodSpec = msgspec.field(default_factory=FullPodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
@@ -317,6 +329,7 @@ class Rebalancer:
                 priority=pod.spec.priority or 0,
                 phase=pod.status.phase,
                 terminating=bool(meta.deletionTimestamp),
+                local_storage=pod.spec.local_storage,
             )
             reason = skip_reason(facts, self._settings, self.moved, now)
             if reason is not None:
@@ -357,6 +370,7 @@ class Rebalancer:
                         requests=request,
                         node_selector=pod.spec.nodeSelector or {},
                         tolerations=tolerations_of(pod.spec.tolerations),
+                        required=required_affinity(pod.spec.affinity),
                     ),
                     need=need,
                     estimate=estimated if self._rules.estimation is not None else None,

@@ -11,7 +11,7 @@ from shared.annotations import encode_metric
 from shared.errors import ConfigError
 from shared.estimation import Need, NodeSize
 from shared.load_model import NodeLoad, evaluate
-from shared.node_fit import FitNode, PodNeeds
+from shared.node_fit import FitNode, PodNeeds, required_affinity
 from shared.policy import DEFAULT_POLICY_YAML, parse_policy
 from shared.rebalance import (
     Candidate,
@@ -382,3 +382,58 @@ def test_an_infinite_value_is_not_a_sample() -> None:
     tracker = OverloadTracker(thresholds_of(policy()), rounds=1)
     seen = tracker.observe("n1", annotations(float("inf"), 0.3, T0), UTC, T0)
     assert seen.state == "stale" and seen.metrics[0].reason == "not-finite"
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"local_storage": True}, "local-storage"),
+        ({"local_storage": True, "annotations": {"loadsched.io/evict": "true"}}, None),
+    ],
+)
+def test_local_storage_stays_unless_opted_in(changes: dict[str, Any], reason: str | None) -> None:
+    assert skip_reason(facts(**changes), policy().spec.rebalance, {}, T0) == reason
+
+
+def test_a_target_outside_the_required_node_affinity_is_no_target() -> None:
+    thresholds = thresholds_of(policy())
+    pinned = Candidate(
+        facts=facts(name="pinned", owners=(("ReplicaSet", "pinned"),)),
+        usage=1.5,
+        measured=True,
+        online=False,
+        created="2026-11-27T10:00:00Z",
+        needs=PodNeeds(
+            requests={"cpu": Fraction(1)},
+            required=required_affinity(
+                {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["calm"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            ),
+        ),
+        need=Need(1.5, 2**30),
+    )
+    plan = plan_node(
+        acting_node(0.80),
+        thresholds[0],
+        SIZE,
+        [pinned],
+        [target("quiet", 0.10), target("calm", 0.30)],
+        thresholds,
+        T0,
+    )
+    assert plan is not None and [m.target for m in plan.moves] == ["calm"]  # quiet scores better
