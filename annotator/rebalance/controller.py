@@ -209,6 +209,14 @@ class Rebalancer:
     # -- the loop -----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Rounds until cancelled (leadership lost); then its node counts are not exported:
+        they would go stale beside the new leader's."""
+        try:
+            await self._loop()
+        finally:
+            self._metrics.rebalance_nodes.clear()
+
+    async def _loop(self) -> None:
         period = self._settings.period.total_seconds()
         while True:
             try:

@@ -1,6 +1,8 @@
 """The rebalancer against a recording fake API: the mark before the eviction, the Events, a
 PodDisruptionBudget's 429, dry-run, stale data, the limits, and the status it publishes."""
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -410,3 +412,20 @@ async def test_a_pod_whose_replacement_its_quota_would_refuse_stays() -> None:
     assert ("web/big", "2") in asked  # asked for the replacement's request, in its place
     assert metrics.rebalance_skipped.labels("quota")._value.get() >= 1
     assert [m.pod.key for m in plans[0].moves] == ["web/small"]
+
+
+async def test_a_replica_that_stops_leading_exports_no_node_counts() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    metrics = AnnotatorMetrics()
+    controller = rebalancer(FakeAPI([]), clock, nodes, {}, metrics)
+    task = asyncio.create_task(controller.run())
+    while metrics.rebalance_nodes.labels("under")._value.get() == 0:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert (
+        metrics.registry.get_sample_value("loadsched_annotator_rebalance_nodes", {"state": "under"})
+        is None
+    )
