@@ -256,7 +256,7 @@ class OverloadTracker:
             streak = self._streaks.setdefault(key, _Streak())
             if isinstance(value, Unknown):
                 stale = True
-                streak.count, streak.sampled_at = 0, None
+                streak.count = 0  # the last sample counted stays: only a later one counts
                 states.append(
                     MetricState(
                         threshold.metric,

@@ -437,3 +437,15 @@ def test_a_target_outside_the_required_node_affinity_is_no_target() -> None:
         T0,
     )
     assert plan is not None and [m.target for m in plan.moves] == ["calm"]  # quiet scores better
+
+
+def test_a_value_missing_during_a_hold_does_not_let_an_older_sample_count_after_it() -> None:
+    tracker = OverloadTracker(thresholds_of(policy()), rounds=1)
+    tracker.observe("n1", annotations(0.8, 0.3, T0), UTC, T0)
+    tracker.hold("n1", T0)
+    later = T0 + timedelta(minutes=1)
+    assert tracker.observe("n1", {}, UTC, later).state == "stale"
+    # after the hold, a sample taken before it ended still shows the pods moved
+    after = T0 + timedelta(minutes=6)
+    old = T0 + timedelta(minutes=5)
+    assert tracker.observe("n1", annotations(0.8, 0.3, old), UTC, after).state == "waiting"
