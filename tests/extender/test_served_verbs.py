@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from contextlib import ExitStack
 from typing import Any
@@ -221,7 +222,10 @@ def test_a_bind_received_before_a_filter_on_another_connection_is_handled_first(
         events.append("filter")
         return decide(self, pod, args)
 
+    held_up = threading.Event()
+
     def holding(self: LoadAwareExtender, args: Any) -> Any:
+        held_up.set()
         time.sleep(0.5)  # holds the event loop while the other two calls arrive
         return preempt(self, args)
 
@@ -236,7 +240,7 @@ def test_a_bind_received_before_a_filter_on_another_connection_is_handled_first(
         )
         time.sleep(0.2)  # all three accepted
         held.sendall(post(b"/preempt", PREEMPT))
-        time.sleep(0.1)
+        assert held_up.wait(timeout=10)
         binder.sendall(post(b"/bind", binding_body))
         time.sleep(0.05)
         scheduler.sendall(post(b"/filter", body))
