@@ -43,10 +43,13 @@ from pathlib import Path
 from bench.quality_report import (
     FIGURES,
     median_figures,
+    moves_targets,
     recorded,
     render_decisions,
+    render_durations,
     render_html,
     render_medians,
+    render_moves,
     render_png,
     render_table,
     replayed,
@@ -222,11 +225,13 @@ def report(
     for number, outcomes in enumerate(rounds):
         print(f"\nround {number + 1} (seed {seeds[number]})" if len(rounds) > 1 else "")
         print(render_table(outcomes))
-        for line in render_decisions(outcomes):
+        for line in render_decisions(outcomes) + render_moves(outcomes):
             print(line)
     if len(rounds) > 1:
         print(f"\nmedian of {len(rounds)} rounds (per round: overload node-s / latency p99 s):")
         print(render_medians(rounds))
+    if durations := render_durations(rounds):
+        print(durations)
     print()
     print(
         "targets (burst trace"
@@ -235,6 +240,9 @@ def report(
     medians = median_figures(rounds)
     checks, ok = targets(medians)
     checks += why(rounds, medians, traces)
+    moved, moves_ok = moves_targets(rounds)
+    checks += moved
+    ok = ok and moves_ok
     for line in checks:
         print(line)
     if save:

@@ -4,6 +4,7 @@ PNG when matplotlib is installed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 import statistics
@@ -12,16 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.quality_moves import Moves
 from bench.quality_run import NODE_CPUS, Outcome
-from bench.quality_strategies import BY_KEY, CPU_LIMIT, FACTORS, MEMORY_LIMIT
+from bench.quality_strategies import BY_KEY, CPU_LIMIT, EVICTING, FACTORS, MEMORY_LIMIT
 from bench.results import Figure
 from bench.results import measured as judged
-from bench.targets import target
+from bench.targets import Target, target
 from sandbox.workload import Load, Quality, Recording, Trace, percentile, pod_usage, quality
 
 OF_HOT_ONLY = target("quality", "estimation-overload-of-hot-only")
 OF_PLAIN = target("quality", "estimation-overload-of-plain")
 LATENCY_OF_HOT_ONLY = target("quality", "estimation-latency-of-hot-only")
+REBALANCE_OF_PLAIN = target("quality", "rebalance-overload-of-plain")
+REBALANCE_OF_BOTH = target("quality", "rebalance-overload-of-loadsched-descheduler")
+EVICTIONS_OF_DESCHEDULER = target("quality", "rebalance-evictions-of-descheduler")
+UNSAFE_MOVES = target("quality", "rebalance-unsafe-moves")
 FIGURES: list[Figure] = []
 """The targets' figures as judged, for out/results (:mod:`bench.results`)."""
 
@@ -35,6 +41,9 @@ COLORS = {
     "estimation-alone": "#0b5345",
     "tlp": "#2980b9",
     "lvrb": "#8e44ad",
+    "rebalance": "#c0392b",
+    "descheduler": "#34495e",
+    "loadsched+descheduler": "#d35400",
 }
 
 
@@ -152,6 +161,16 @@ def targets(measured: dict[str, Figures]) -> tuple[list[str], bool]:
             f"{est.latency_p99:.2f} s / {hot.latency_p99:.2f} s",
         ),
     ]
+    return judge(checks)
+
+
+Check = tuple[Target, str, float, str]
+"""A target, its line (``{sign}`` and ``{bound}`` filled in), the figure, how it was made."""
+
+
+def judge(checks: Sequence[Check]) -> tuple[list[str], bool]:
+    """Each check's line with its verdict (its figure recorded for out/results); False if
+    one counts as missed."""
     lines, ok = [], True
     for goal, name, ratio, shown in checks:
         FIGURES.append(judged(goal, ratio))
@@ -325,6 +344,8 @@ def replayed(record: dict[str, Any]) -> Outcome:
         bound={pod: (node, at) for pod, (node, at) in record.get("bound", {}).items()},
         decisions=dict(record.get("decisions", {})),
         verbs=dict(record.get("verbs", {})),
+        moves=Moves(**record["moves"]) if record.get("moves") else None,
+        seconds=record.get("seconds", 0.0),
     )
 
 
@@ -340,6 +361,8 @@ def recorded(outcome: Outcome) -> dict[str, object]:
         "bound": outcome.bound,
         "decisions": outcome.decisions,
         "verbs": outcome.verbs,
+        "moves": dataclasses.asdict(outcome.moves) if outcome.moves else None,
+        "seconds": outcome.seconds,
         "times": recording.times,
         "cpu": [{n: load.cpu for n, load in s.items()} for s in recording.samples],
         "memory": [{n: load.memory for n, load in s.items()} for s in recording.samples],
@@ -430,3 +453,111 @@ def render_png(outcomes: Sequence[Outcome], path: Path) -> str:
     figure.savefig(path)
     plt.close(figure)
     return f"chart: {path}"
+
+
+def render_moves(outcomes: Sequence[Outcome]) -> list[str]:
+    """Per strategy that evicted or moves pods by design: what the evictions did."""
+    shown = [
+        o
+        for o in outcomes
+        if o.moves is not None and (o.moves.evictions or o.strategy.key in EVICTING)
+    ]
+    if not shown:
+        return []
+    head = (
+        f"{'moves':<24}{'evicted':>8}{'most/1':>7}{'twice':>6}{'back':>6}{'>PDB':>6}"
+        f"{'lost':>6}{'repl p50':>9}{'repl p99':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for o in shown:
+        m = o.moves
+        assert m is not None
+        lat = m.replacement_latencies
+        p50 = f"{percentile(lat, 50):9.1f}" if lat else f"{'-':>9}"
+        p99 = f"{percentile(lat, 99):9.1f}" if lat else f"{'-':>9}"
+        lines.append(
+            f"{o.strategy.key:<24}{m.evictions:8d}{m.most_of_one:7d}{m.evicted_twice:6d}"
+            f"{m.back_on_source:6d}{m.over_budget:6d}{m.lost:6d}{p50}{p99}"
+        )
+    lines.append(
+        "  evicted: pods whose deletion began before their workload's; most/1: the most of one "
+        "workload; twice: workloads evicted more than once; back: replacements bound on the "
+        "node their pod left; >PDB: evictions past a burst's budget; lost: replacements never "
+        "bound; repl: eviction to replacement bound, s"
+    )
+    return lines
+
+
+def unsafe(moves: Moves) -> int:
+    """Moves no SRE accepts: workloads evicted twice, replacements back where they left,
+    evictions past a budget, replacements never bound."""
+    return moves.evicted_twice + moves.back_on_source + moves.over_budget + moves.lost
+
+
+def moves_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]:
+    """The rebalancer's targets against plain, the real descheduler and loadsched with it
+    (medians over rounds; unsafe moves: the worst round); none when it did not run."""
+    overload = {k: f.overload for k, f in median_figures(rounds).items()}
+    ran = [o for outcomes in rounds for o in outcomes if o.skipped is None and o.moves]
+    if "rebalance" not in overload or not ran:
+        return [], True
+    evictions: dict[str, list[int]] = {}
+    for o in ran:
+        assert o.moves is not None
+        evictions.setdefault(o.strategy.key, []).append(o.moves.evictions)
+    median_evictions = {k: statistics.median(v) for k, v in evictions.items()}
+    checks: list[Check] = []
+    for goal, other, name in (
+        (REBALANCE_OF_PLAIN, "plain", "rebalance overload node-s {sign} {bound:g} × plain"),
+        (
+            REBALANCE_OF_BOTH,
+            "loadsched+descheduler",
+            "rebalance overload node-s {sign} {bound:g} × loadsched+descheduler",
+        ),
+    ):
+        if other in overload:
+            ratio = _ratio(overload["rebalance"], overload[other])
+            shown = f"{overload['rebalance']:.0f} / {overload[other]:.0f}"
+            checks.append((goal, name, ratio, shown))
+    if "descheduler" in median_evictions and "rebalance" in median_evictions:
+        ours, theirs = median_evictions["rebalance"], median_evictions["descheduler"]
+        checks.append(
+            (
+                EVICTIONS_OF_DESCHEDULER,
+                "rebalance evictions {sign} {bound:g} × descheduler",
+                _ratio(ours, theirs),
+                f"{ours:g} / {theirs:g}",
+            )
+        )
+    worst = max(unsafe(o.moves) for o in ran if o.strategy.key == "rebalance" and o.moves)
+    checks.append(
+        (UNSAFE_MOVES, "rebalance unsafe moves {sign} {bound:g}", float(worst), f"{worst}")
+    )
+    lines, ok = judge(checks)
+    for key in ("descheduler", "loadsched+descheduler"):
+        peer = [o.moves for o in ran if o.strategy.key == key and o.moves]
+        if peer:
+            lines.append(
+                f"  {key}, beside (worst round): "
+                f"{max(m.evicted_twice for m in peer)} workloads evicted twice, "
+                f"{max(m.back_on_source for m in peer)} replacements back on their node, "
+                f"{max(m.over_budget for m in peer)} past a budget, "
+                f"{max(m.lost for m in peer)} never bound"
+            )
+    return lines, ok
+
+
+def render_durations(rounds: Sequence[Sequence[Outcome]]) -> str:
+    """How long each strategy's rounds took (reset, start, trace), over the rounds measured."""
+    took: dict[str, list[float]] = {}
+    for outcomes in rounds:
+        for o in outcomes:
+            if o.skipped is None and o.seconds:
+                took.setdefault(o.strategy.key, []).append(o.seconds)
+    if not took:
+        return ""
+    each = ", ".join(
+        f"{key} {sum(seconds):.0f} s ({len(seconds)} round{'s' * (len(seconds) > 1)})"
+        for key, seconds in took.items()
+    )
+    return f"time per strategy: {each}"

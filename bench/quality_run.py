@@ -13,59 +13,77 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import kubernetes.client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.quality_strategies import Strategy
+from bench import descheduler
+from bench.quality_moves import Budget, Moves, PodLife, Workloads, moves
+from bench.quality_strategies import (
+    CPU_LIMIT,
+    EVICTIONS_PER_NODE,
+    REBALANCE_PERIOD,
+    Strategy,
+)
 from sandbox import kwok
 from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
-from sandbox.workload import Load, Placed, Recording, Trace, node_usage
+from sandbox.workload import Arrival, Load, Placed, Recording, Trace, node_usage, pod_usage
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
 from shared.annotations import Sample, decode
 from shared.kube.config import load_endpoint
 from shared.kube.watching import Reflector
 from shared.load_model import WITH_POD
 from shared.pods import POD_DECODER, Pod
+from shared.policy import LOW_OF_HIGH
 
 SCHEDULER_NAME = "quality"
 LABEL = "app=quality"
-CLEARED = ("node_hot_value", "loadsched.io/requeue")
+CLEARED = ("node_hot_value", "loadsched.io/requeue", REBALANCED_FROM_ANNOTATION)
 NODE_CPUS, NODE_MEMORY = 8.0, 32.0 * 2**30
 
 
-class Bindings:
-    """A watch store: when the watch first saw each pod bound, and where."""
+class Lives:
+    """A watch store: when the watch first saw each pod, bound, and its deletion begun
+    (seconds on the monotonic clock), with its workload (the ``workload`` label)."""
 
     def __init__(self) -> None:
-        self.bound: dict[str, tuple[str, float]] = {}
+        self.pods: dict[str, PodLife] = {}
         self.lock = threading.Lock()
 
     def replace(self, items: Sequence[Pod]) -> None:
         for pod in items:
-            self._see(pod)
+            self._see(pod, gone=False)
 
     def apply(self, event: str, item: Pod) -> None:
-        if event != "DELETED":
-            self._see(item)
+        self._see(item, gone=event == "DELETED")
 
-    def _see(self, pod: Pod) -> None:
-        if pod.spec.nodeName:
-            with self.lock:
-                self.bound.setdefault(pod.metadata.name, (pod.spec.nodeName, time.monotonic()))
-
-    def snapshot(self) -> dict[str, tuple[str, float]]:
+    def _see(self, pod: Pod, *, gone: bool) -> None:
+        now = time.monotonic()
+        name = pod.metadata.name
         with self.lock:
-            return dict(self.bound)
+            life = self.pods.get(name) or PodLife(
+                name, (pod.metadata.labels or {}).get("workload", name), now
+            )
+            if pod.spec.nodeName and life.bound_at is None:
+                life = replace(life, node=pod.spec.nodeName, bound_at=now)
+            if (gone or pod.metadata.deletionTimestamp) and life.gone_at is None:
+                life = replace(life, gone_at=now)
+            self.pods[name] = life
+
+    def snapshot(self) -> list[PodLife]:
+        with self.lock:
+            return list(self.pods.values())
 
 
-def watch(box: Sandbox, selector: str, store: Bindings) -> Callable[[], None]:
+def watch(box: Sandbox, selector: str, store: Lives) -> Callable[[], None]:
     """Watch pods matching ``selector`` in a thread; returns a function that stops it."""
     listed, stop = threading.Event(), threading.Event()
     endpoint = load_endpoint(str(box.kubeconfig))
@@ -157,6 +175,10 @@ class Outcome:
     """The extender's mean seconds per call, by verb, over the run (:func:`verb_seconds`)."""
     skipped: str | None = None
     """Why the strategy did not run."""
+    moves: Moves | None = None
+    """What evictions did (:mod:`bench.quality_moves`); ``None`` for runs saved before."""
+    seconds: float = 0.0
+    """How long the strategy's round took: reset, start, the trace (0: saved before)."""
 
 
 @dataclass
@@ -180,6 +202,10 @@ class Harness:
         for name in ("extender", "annotator"):
             if self.box.supervisor.running(name):
                 self.box.supervisor.stop_named(name)
+        descheduler.stop(self.box)
+        apps, policy = k8s.AppsV1Api(self.box.api), k8s.PolicyV1Api(self.box.api)
+        apps.delete_collection_namespaced_replica_set("default", label_selector=LABEL)
+        policy.delete_collection_namespaced_pod_disruption_budget("default", label_selector=LABEL)
         self.box.delete_pods(LABEL)
         self.stack.set_loads(self.background_levels())
         want = {self.stack.instance(n): 100 * self.background[n.name].cpu for n in self.nodes}
@@ -221,6 +247,18 @@ class Harness:
         self.box.start_scheduler(
             f"quality-{strategy.key}", scheduler_name=SCHEDULER_NAME, extender=spec
         )
+        if strategy.descheduler:
+            descheduler.start(
+                self.box,
+                self.stack,
+                self.nodes,
+                rule="cpu_usage_avg_1m",
+                low=round(LOW_OF_HIGH * CPU_LIMIT, 6),
+                high=CPU_LIMIT,
+                per_node=EVICTIONS_PER_NODE,
+                interval=REBALANCE_PERIOD,
+                folder=self.folder / "descheduler",
+            )
         return url
 
     def _annotated_since(self, node: str, since: datetime) -> bool:
@@ -232,12 +270,13 @@ class Harness:
 
     def run(self, strategy: Strategy, trace: Trace) -> Outcome:
         outcome = Outcome(strategy)
+        began = time.monotonic()
         self.say(f"{strategy.key}: resetting (metrics settle back to background)")
         self.reset()
         extender = self.start(strategy)
         self.say(f"{strategy.key}: playing the trace ({len(trace.arrivals)} pods)")
         selector = f"{LABEL},strategy={strategy.key}"
-        store = Bindings()
+        store = Lives()
         close = watch(self.box, selector, store)
         try:
             self._play(strategy, trace, store, outcome)
@@ -247,59 +286,65 @@ class Harness:
             with httpx.Client(base_url=extender, timeout=10) as client:
                 text = client.get("/metrics").raise_for_status().text
                 outcome.decisions, outcome.verbs = decision_counts(text), verb_seconds(text)
+        outcome.seconds = time.monotonic() - began
         self.say(
             f"{strategy.key}: {len(outcome.latencies)} of {outcome.created} pods bound, "
-            f"{outcome.pending} pending at the end"
+            f"{outcome.pending} pending at the end ({outcome.seconds:.0f} s)"
         )
         return outcome
 
-    def _play(self, strategy: Strategy, trace: Trace, store: Bindings, outcome: Outcome) -> None:
-        core = self.box.core
+    def _play(self, strategy: Strategy, trace: Trace, store: Lives, outcome: Outcome) -> None:
+        """Each trace entry a one-replica ReplicaSet (kube-controller-manager makes its pod and
+        replaces it when evicted), deleted at the end of its lifetime after its first pod was
+        bound; a PodDisruptionBudget per burst. Every second, each node's true usage (and each
+        pod's, as cAdvisor's series) goes to the exporter and the recording."""
+        apps, policy = k8s.AppsV1Api(self.box.api), k8s.PolicyV1Api(self.box.api)
+        labels = {"app": "quality", "strategy": strategy.key}
+        groups = {a.name: a.group for a in trace.arrivals}
+        budgets = {g: Budget(BURST_MAX_UNAVAILABLE) for g in trace.bursts}
+        for group in budgets:
+            policy.create_namespaced_pod_disruption_budget(
+                "default", disruption_budget(f"{strategy.key}-{group}", {**labels, "group": group})
+            )
         created: dict[str, float] = {}
-        deleted: set[str] = set()
+        ended: dict[str, float] = {}
         profiles = {a.name: a.profile for a in trace.arrivals}
         pending_arrivals = list(trace.arrivals)
         end = trace.shape.arrivals_for + self.drain
         names = [n.name for n in self.nodes]
 
-        def create(name: str, body: Any) -> None:
-            asked = time.monotonic()
-            core.create_namespaced_pod("default", body)
-            created[name] = asked
+        def create(arrival: Arrival) -> None:
+            apps.create_namespaced_replica_set(
+                "default", replica_set(arrival, {**labels, "group": arrival.group})
+            )
 
         def delete(name: str) -> None:
-            core.delete_namespaced_pod(name, "default")
+            apps.delete_namespaced_replica_set(name, "default", propagation_policy="Background")
 
         with ThreadPoolExecutor(8) as pool:
+            calls: list[Future[None]] = []
             start = time.monotonic()
             next_sample = 0.0
             while (now := time.monotonic() - start) < end:
                 while pending_arrivals and pending_arrivals[0].at <= now:
                     arrival = pending_arrivals.pop(0)
-                    profile = arrival.profile
-                    body = pod_body(
-                        arrival.name,
-                        scheduler_name=SCHEDULER_NAME,
-                        cpu=f"{round(profile.cpu_request * 1000)}m",
-                        memory=str(int(profile.memory_request)),
-                        labels={"app": "quality", "strategy": strategy.key, "group": arrival.group},
-                    )
-                    # kwok starts it (Running, Ready) the profile's startup after binding
-                    body["metadata"]["annotations"] = kwok.lifecycle(
-                        starts_after=f"{profile.startup:.3f}s"
-                    )
-                    pool.submit(create, arrival.name, body)
-                bound = store.snapshot()
+                    created[arrival.name] = now
+                    calls.append(pool.submit(create, arrival))
+                lives = store.snapshot()
+                first = first_bound(lives)
+                for workload, (_, at) in first.items():
+                    if workload not in ended and now >= at - start + profiles[workload].lifetime:
+                        ended[workload] = now
+                        calls.append(pool.submit(delete, workload))
+                calls = raise_failed(calls)
                 placed: dict[str, list[Placed]] = {n: [] for n in names}
-                for name, (node, at) in bound.items():
-                    relative = at - start
-                    if name in deleted:
+                running: dict[str, list[tuple[str, Placed]]] = {n: [] for n in names}
+                for life in lives:
+                    if life.bound_at is None or life.gone_at is not None or life.workload in ended:
                         continue
-                    if now >= relative + profiles[name].lifetime:
-                        deleted.add(name)
-                        pool.submit(delete, name)
-                        continue
-                    placed.setdefault(node, []).append(Placed(profiles[name], relative))
+                    pod = Placed(profiles[life.workload], life.bound_at - start)
+                    placed.setdefault(life.node, []).append(pod)
+                    running.setdefault(life.node, []).append((life.name, pod))
                 if now >= next_sample:
                     loads = {
                         n: node_usage(
@@ -312,15 +357,111 @@ class Harness:
                         for n in names
                     }
                     self.stack.set_loads(
-                        {n: {"cpu": v.cpu, "mem": v.memory} for n, v in loads.items()}
+                        {
+                            n: {"cpu": v.cpu, "mem": v.memory, "pods": pod_loads(running[n], now)}
+                            for n, v in loads.items()
+                        }
                     )
                     outcome.recording.add(now, loads)
                     next_sample += 1.0
                 time.sleep(0.05)
-        bound = store.snapshot()
-        outcome.bound = {name: (node, at - start) for name, (node, at) in bound.items()}
+        lives = [relative(life, start) for life in store.snapshot()]
+        first = first_bound(lives)
+        outcome.bound = dict(first)
         outcome.created = len(created)
-        outcome.latencies = [
-            at - created[name] for name, (_, at) in bound.items() if name in created
-        ]
-        outcome.pending = len(created) - len(bound)
+        seen = {w: min(life.seen_at for life in lives if life.workload == w) for w in first}
+        outcome.latencies = [at - seen[w] for w, (_, at) in first.items()]
+        outcome.pending = len(created) - len(first)
+        outcome.moves = moves(
+            lives,
+            Workloads(
+                ended=ended,
+                created=created,
+                startup={w: p.startup for w, p in profiles.items()},
+                groups=groups,
+                budgets=budgets,
+                end=end,
+            ),
+        )
+
+
+def raise_failed(calls: list[Future[None]]) -> list[Future[None]]:
+    """The calls still running; the first that failed is raised (a run that cannot create
+    its workloads measures nothing)."""
+    for call in calls:
+        if call.done() and (error := call.exception()) is not None:
+            raise SystemExit(f"the bench's API call failed: {error}")
+    return [call for call in calls if not call.done()]
+
+
+BURST_MAX_UNAVAILABLE = 0.1
+"""Each burst's PodDisruptionBudget: ``maxUnavailable`` 10 % of its pods."""
+
+
+def first_bound(lives: Sequence[PodLife]) -> dict[str, tuple[str, float]]:
+    """Per workload: the node and time its first pod was bound."""
+    out: dict[str, tuple[str, float]] = {}
+    for life in sorted(
+        (life for life in lives if life.bound_at is not None), key=lambda life: life.bound_at or 0
+    ):
+        out.setdefault(life.workload, (life.node, life.bound_at or 0.0))
+    return out
+
+
+def relative(life: PodLife, start: float) -> PodLife:
+    """``life`` with its times from ``start``."""
+    return replace(
+        life,
+        seen_at=life.seen_at - start,
+        bound_at=None if life.bound_at is None else life.bound_at - start,
+        gone_at=None if life.gone_at is None else life.gone_at - start,
+    )
+
+
+def pod_loads(running: Sequence[tuple[str, Placed]], now: float) -> dict[str, dict[str, float]]:
+    """Each running pod's usage, as the exporter serves it (cAdvisor's series)."""
+    out = {}
+    for name, pod in running:
+        cores, memory = pod_usage(pod.profile, bound_at=pod.bound_at, now=now)
+        out[f"default/{name}"] = {"cpu": cores, "mem": memory}
+    return out
+
+
+def replica_set(arrival: Arrival, labels: dict[str, str]) -> Any:
+    """One replica of the arrival's pod; kwok starts it (Running, Ready) the profile's startup
+    after binding."""
+    profile = arrival.profile
+    pod = pod_body(
+        arrival.name,
+        scheduler_name=SCHEDULER_NAME,
+        cpu=f"{round(profile.cpu_request * 1000)}m",
+        memory=str(int(profile.memory_request)),
+        labels={**labels, "workload": arrival.name},
+    )
+    pod["metadata"]["annotations"] = kwok.lifecycle(starts_after=f"{profile.startup:.3f}s")
+    for key in ("apiVersion", "kind"):
+        pod.pop(key)
+    for key in ("name", "namespace"):
+        pod["metadata"].pop(key)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": arrival.name, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {**labels, "workload": arrival.name}},
+            "template": pod,
+        },
+    }
+
+
+def disruption_budget(name: str, selector: dict[str, str]) -> Any:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "labels": {"app": "quality"}},
+        "spec": {
+            "maxUnavailable": f"{round(100 * BURST_MAX_UNAVAILABLE)}%",
+            "selector": {"matchLabels": selector},
+        },
+    }

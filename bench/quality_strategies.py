@@ -7,6 +7,8 @@ A strategy whose policy this loadsched cannot load yet is reported as not run, w
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +74,10 @@ class Strategy:
     """The policy's spec; ``None`` for the plain kube-scheduler (no extender)."""
     hot_value: list[dict[str, Any]] = field(default_factory=list)
     """What the annotator keeps as the hot value while this strategy runs."""
+    rebalance: dict[str, Any] | None = None
+    """The annotator's ``spec.rebalance`` (its rebalancer on), or ``None``."""
+    descheduler: bool = False
+    """The real descheduler runs beside it (bench/descheduler.py)."""
 
     @property
     def uses_extender(self) -> bool:
@@ -85,20 +91,29 @@ class Strategy:
         }
 
     def annotator_policy(self) -> dict[str, Any]:
+        """With the rebalancer, the extender's whole policy (its thresholds default to the
+        predicates' limits; its targets are judged by the same verdicts) and ``rebalance``."""
+        spec: dict[str, Any] = {"syncPolicy": sync_policy(), "hotValue": self.hot_value}
+        if self.rebalance is not None:
+            spec = {**self.policy()["spec"], "rebalance": self.rebalance}
         return {
             "apiVersion": "scheduler.policy.crane.io/v1alpha1",
             "kind": "DynamicSchedulerPolicy",
-            "spec": {"syncPolicy": sync_policy(), "hotValue": self.hot_value},
+            "spec": spec,
         }
 
     def cannot_run(self) -> str | None:
-        """Why this loadsched cannot load the strategy's policy, or ``None``."""
+        """Why this strategy cannot run here (a policy this loadsched refuses, or the real
+        descheduler out of reach), or ``None``."""
+        if self.descheduler and (reason := descheduler_unavailable()) is not None:
+            return reason
         if self.spec is None:
             return None
-        try:
-            parse_policy(self.policy(), source=self.key)
-        except ConfigError as e:
-            return f"this loadsched refuses its policy: {e}"
+        for policy in (self.policy(), self.annotator_policy()):
+            try:
+                parse_policy(policy, source=self.key)
+            except ConfigError as e:
+                return f"this loadsched refuses its policy: {e}"
         return None
 
     def write(self, folder: Path) -> tuple[Path, Path]:
@@ -120,6 +135,30 @@ def sync_policy() -> list[dict[str, Any]]:
     return list(SYNC)
 
 
+ESTIMATION = {
+    "predicate": PREDICATES,
+    "priority": PRIORITIES,
+    "hotValue": HOT_VALUE,
+    "estimation": KOORDINATOR,
+}
+"""loadsched's recommended policy: estimation + hot value."""
+REBALANCE_PERIOD = PERIOD
+"""The rebalancer's round and the descheduler's interval: the metrics' sync period."""
+EVICTIONS_PER_NODE = 2
+"""Per node and round: the rebalancer's ``limits.perNode``, the descheduler's
+``evictionLimits.node``."""
+REBALANCE = {
+    "enabled": True,
+    "period": REBALANCE_PERIOD,
+    "consecutiveRounds": 2,
+    "cooldown": "10m",
+    "limits": {"perNode": EVICTIONS_PER_NODE, "perNamespace": 20, "perRound": 20, "perMinute": 60},
+}
+"""The rebalancer on the bench's 1-minute metrics: thresholds from the predicates (high = the
+limit, low = 0.8 × it), two rounds of fresh data over ``high`` (30 s), at most two pods per node
+per round as the descheduler's ``evictionLimits.node``; the cooldown outlasts the trace."""
+
+
 STRATEGIES = (
     Strategy("plain", "plain kube-scheduler"),
     Strategy(
@@ -128,16 +167,25 @@ STRATEGIES = (
         {"predicate": PREDICATES, "priority": PRIORITIES, "hotValue": HOT_VALUE},
         HOT_VALUE,
     ),
+    Strategy("estimation", "loadsched: estimation + hot value", ESTIMATION, HOT_VALUE),
     Strategy(
-        "estimation",
-        "loadsched: estimation + hot value",
-        {
-            "predicate": PREDICATES,
-            "priority": PRIORITIES,
-            "hotValue": HOT_VALUE,
-            "estimation": KOORDINATOR,
-        },
+        "rebalance",
+        "loadsched: estimation + hot value + rebalancer",
+        ESTIMATION,
         HOT_VALUE,
+        rebalance=REBALANCE,
+    ),
+    Strategy(
+        "descheduler",
+        "plain kube-scheduler + the real descheduler",
+        descheduler=True,
+    ),
+    Strategy(
+        "loadsched+descheduler",
+        "loadsched: estimation + hot value, the real descheduler",
+        ESTIMATION,
+        HOT_VALUE,
+        descheduler=True,
     ),
     Strategy(
         "estimation-wait",
@@ -210,6 +258,21 @@ STRATEGIES = (
     ),
 )
 BY_KEY = {s.key: s for s in STRATEGIES}
+EVICTING = ("rebalance", "descheduler", "loadsched+descheduler")
+"""The strategies that move pods once bound (the moves table and its targets)."""
+
+
+def descheduler_unavailable() -> str | None:
+    """Why the real descheduler cannot run on this machine, or ``None``: out of a cluster it
+    reads the service-account CA from a fixed path, which the bench mounts in a private mount
+    namespace (root and ``unshare`` needed)."""
+    if os.geteuid() != 0:
+        return "the descheduler needs root here (its CA file is mounted in a private namespace)"
+    if shutil.which("unshare") is None:
+        return "the descheduler needs unshare (util-linux) to mount its CA file"
+    return None
+
+
 DEFAULT = ("plain", "hot-only", "estimation", "tlp", "lvrb")
 """What a run compares unless told otherwise: the issue's five (``estimation-wait``,
 ``estimation-keep``, ``estimation-minmax`` and ``estimation-alone`` on request)."""

@@ -1,7 +1,8 @@
 """Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the
 ``k8s.io/kubernetes`` Go module into a cache folder keyed by version; etcd, kwok and helm from
-their own modules (``hack/etcd``, ``hack/kwok``, ``hack/helm``). Built once; later calls find
-the binaries and return at once.
+their own modules (``hack/etcd``, ``hack/kwok``, ``hack/helm``), and the descheduler
+(``hack/descheduler``) when a bench first needs it. Built once; later calls find the binaries
+and return at once.
 
 The default version is the one pinned in ``hack/kube/go.mod`` (what CI and ``make test`` run).
 Any other release is chosen with ``LOADSCHED_KUBE_VERSION`` (or ``--version``); its module lives
@@ -246,6 +247,7 @@ def ensure_kube_binaries(
 HELM_MODULE = ROOT / "hack" / "helm"
 KWOK_MODULE = ROOT / "hack" / "kwok"
 ETCD_MODULE = ROOT / "hack" / "etcd"
+DESCHEDULER_MODULE = ROOT / "hack" / "descheduler"
 
 
 def pinned_version(module: Path, path: str) -> str:
@@ -267,6 +269,10 @@ def kwok_version() -> str:
 
 def etcd_version() -> str:
     return pinned_version(ETCD_MODULE, "go.etcd.io/etcd/server/v3")
+
+
+def descheduler_version() -> str:
+    return pinned_version(DESCHEDULER_MODULE, "sigs.k8s.io/descheduler")
 
 
 def _ensure_tool(
@@ -318,6 +324,29 @@ def ensure_etcd(say: Callable[[str], None] | None = None) -> Path:
     """The etcd binary (the sandbox's store), built from the server module pinned in
     ``hack/etcd/go.mod`` into the cache the first time (about 30 seconds)."""
     return _ensure_tool("etcd", etcd_version(), ETCD_MODULE, ".", _say(say))
+
+
+def ensure_descheduler(say: Callable[[str], None] | None = None) -> Path:
+    """The descheduler binary (kubernetes-sigs' LowNodeUtilization and the other evicting
+    plugins), built from the module pinned in ``hack/descheduler/go.mod`` into the cache the
+    first time (about 2 minutes)."""
+    version = descheduler_version()
+    # as its Makefile stamps a release (v<build date>-<tag>): the form its version check on
+    # the API server's minor reads (any other leaves major and minor empty, and it warns)
+    now = datetime.now(UTC)
+    package = "sigs.k8s.io/descheduler/pkg/version"
+    ldflags = (
+        f"-s -w -X {package}.version=v{now:%Y%m%d}-{version}"
+        f" -X {package}.buildDate={now:%Y-%m-%dT%H:%M:%SZ}"
+    )
+    return _ensure_tool(
+        "descheduler",
+        version,
+        DESCHEDULER_MODULE,
+        "sigs.k8s.io/descheduler/cmd/descheduler",
+        _say(say),
+        ldflags,
+    )
 
 
 MINIMAL_EXTENDER_MODULE = ROOT / "hack" / "minimal-extender"

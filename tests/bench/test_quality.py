@@ -10,23 +10,30 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
+from bench import descheduler
+from bench.quality_moves import Moves
 from bench.quality_report import (
     figures,
     median_figures,
+    moves_targets,
     recorded,
     render_decisions,
+    render_durations,
     render_medians,
+    render_moves,
     render_table,
     replayed,
     targets,
     why,
 )
 from bench.quality_run import Outcome, decision_counts, verb_seconds
-from bench.quality_strategies import BY_KEY, DEFAULT, STRATEGIES
+from bench.quality_strategies import BY_KEY, DEFAULT, EVICTIONS_PER_NODE, STRATEGIES
 from extender.scheduling.metrics import ExtenderMetrics
+from sandbox.cluster import NodeSpec
 from sandbox.workload import GI as GiB
 from sandbox.workload import Arrival, Load, Profile, Recording, Trace, TraceShape
 from shared.policy import parse_policy
+from shared.rebalance import thresholds_of
 
 
 def test_crane_strategy_loads_and_estimation_differs_from_it_only_by_estimation() -> None:
@@ -319,3 +326,105 @@ def test_saved_runs_given_together_are_judged_on_their_pooled_rounds(
     assert "estimation overload node-s ≤ 0.5 × hot-only: met (ratio 0.25; 1 / 4)" in pooled
     assert pooled.count("trace: seed 8,") == 1  # each trace described once
     assert "3/1.00, 1/1.00, 1/1.00" in pooled  # estimation's rounds, in the order given
+
+
+def test_the_rebalancer_runs_on_estimations_policy_with_thresholds_from_its_limits() -> None:
+    rebalance = BY_KEY["rebalance"]
+    assert rebalance.spec == BY_KEY["estimation"].spec and rebalance.cannot_run() is None
+    policy = parse_policy(rebalance.annotator_policy())
+    annotator = policy.spec
+    assert annotator.rebalance.enabled and not annotator.rebalance.dry_run
+    assert [(t.metric, t.high, t.low) for t in thresholds_of(policy)] == [
+        ("cpu_usage_avg_1m", 0.7, 0.56),
+        ("mem_usage_avg_1m", 0.7, 0.56),
+    ]
+    assert annotator.rebalance.limits.per_node == EVICTIONS_PER_NODE
+    assert not parse_policy(BY_KEY["estimation"].annotator_policy()).spec.rebalance.enabled
+    both = BY_KEY["loadsched+descheduler"]
+    assert both.spec == BY_KEY["estimation"].spec and both.descheduler and both.rebalance is None
+    assert BY_KEY["descheduler"].spec is None and BY_KEY["descheduler"].descheduler
+
+
+def test_the_descheduler_reads_the_same_rule_per_node_name_and_the_same_thresholds() -> None:
+    class Stack:
+        def instance(self, node: NodeSpec) -> str:
+            return f"{node.ip}:9100"
+
+    nodes = [NodeSpec("node-1", "127.0.0.2"), NodeSpec("node-2", "127.0.0.3")]
+    query = descheduler.node_query(Stack(), nodes, "cpu_usage_avg_1m")  # type: ignore[arg-type]
+    assert query == (
+        'label_replace(cpu_usage_avg_1m{instance="127.0.0.2:9100"} / 100, "instance", "node-1", '
+        '"instance", ".*") or label_replace(cpu_usage_avg_1m{instance="127.0.0.3:9100"} / 100, '
+        '"instance", "node-2", "instance", ".*")'
+    )
+    document = descheduler.policy(
+        prometheus_url="http://127.0.0.1:9090", query=query, low=0.56, high=0.7, per_node=2
+    )
+    [provider] = document["metricsProviders"]
+    assert provider["prometheus"]["authToken"]["secretReference"]["name"] == descheduler.SECRET
+    [plugin] = document["profiles"][0]["pluginConfig"]
+    assert plugin["name"] == "LowNodeUtilization"
+    assert plugin["args"]["thresholds"] == {"MetricResource": 56}
+    assert plugin["args"]["targetThresholds"] == {"MetricResource": 70}
+    assert plugin["args"]["evictionLimits"] == {"node": 2}
+    command = descheduler.argv(Path("/bin/d"), Path("/ca.crt"), Path("/k"), Path("/p.yaml"), "15s")
+    assert command[:4] == ["unshare", "--mount", "--propagation", "private"]
+    assert command[command.index("--descheduling-interval") + 1] == "15s"
+
+
+def evicting(key: str, overload_s: int, moved: Moves) -> Outcome:
+    outcome = run(key, [0.9] * overload_s + [0.1] * (100 - overload_s), [1.0])
+    outcome.moves = moved
+    return outcome
+
+
+@pytest.mark.parametrize(
+    ("ours", "evicted", "back", "met"),
+    [
+        (1, 3, 0, [True, True, True, True]),  # 1 vs 20 (plain) and 10; 3 evictions vs 4
+        (3, 3, 0, [False, True, True, True]),  # 3/20 > 0.1
+        (1, 5, 0, [True, True, False, True]),  # 5 evictions > 4
+        (1, 3, 1, [True, True, True, False]),  # one replacement back on its node
+    ],
+)
+def test_the_rebalancers_targets_against_plain_and_the_real_descheduler(
+    ours: int, evicted: int, back: int, met: list[bool]
+) -> None:
+    outcomes = [
+        run("plain", [0.9] * 20 + [0.1] * 80, [1.0]),
+        evicting("rebalance", ours, Moves(evictions=evicted, back_on_source=back)),
+        evicting("descheduler", 15, Moves(evictions=4, most_of_one=3, evicted_twice=1)),
+        evicting("loadsched+descheduler", 10, Moves(evictions=4, back_on_source=2)),
+    ]
+    lines, ok = moves_targets([outcomes])
+    assert ["MISSED" not in line for line in lines[:4]] == met
+    assert ok == all(met)
+    assert lines[4].startswith("  descheduler, beside (worst round): 1 workloads evicted twice")
+    table = render_moves(outcomes)
+    assert [line.split()[0] for line in table[2:6]] == [
+        "rebalance",
+        "descheduler",
+        "loadsched+descheduler",
+        "evicted:",
+    ]
+
+
+def test_without_the_rebalancer_its_targets_are_not_judged() -> None:
+    assert moves_targets([[run("plain", [0.9], [1.0])]]) == ([], True)
+
+
+def test_a_saved_run_keeps_what_evictions_did() -> None:
+    outcome = evicting("rebalance", 1, Moves(evictions=2, replacement_latencies=[1.5, 2.0]))
+    again = replayed(json.loads(json.dumps(recorded(outcome))))
+    assert again.moves == outcome.moves
+
+
+def test_the_output_says_how_long_each_strategys_rounds_took() -> None:
+    first, second = run("plain", [0.1], [1.0]), run("plain", [0.1], [1.0])
+    first.seconds, second.seconds = 100.0, 120.0
+    skipped = Outcome(BY_KEY["lvrb"], skipped="no scoring")
+    assert (
+        render_durations([[first, skipped], [second]])
+        == "time per strategy: plain 220 s (2 rounds)"
+    )
+    assert render_durations([[skipped]]) == ""
