@@ -160,12 +160,3 @@ def start(
 def stop(box: Sandbox) -> None:
     if box.supervisor.running(NAME):
         box.supervisor.stop_named(NAME)
-
-
-def evictions_logged(box: Sandbox) -> int:
-    """Pods its log says it evicted ("Evicted pod"), over every run of it so far."""
-    log = box.supervisor.log_dir / f"{NAME}.log"
-    try:
-        return log.read_text(errors="replace").count('"Evicted pod"')
-    except OSError:
-        return 0

@@ -245,7 +245,7 @@ class Harness:
             )
             spec = ExtenderSpec(url, bind=True)
         self.box.start_scheduler(
-            f"quality-{strategy.key}", scheduler_name=SCHEDULER_NAME, extender=spec
+            f"quality-{strategy.label}", scheduler_name=SCHEDULER_NAME, extender=spec
         )
         if strategy.descheduler:
             descheduler.start(
@@ -275,7 +275,7 @@ class Harness:
         self.reset()
         extender = self.start(strategy)
         self.say(f"{strategy.key}: playing the trace ({len(trace.arrivals)} pods)")
-        selector = f"{LABEL},strategy={strategy.key}"
+        selector = f"{LABEL},strategy={strategy.label}"
         store = Lives()
         close = watch(self.box, selector, store)
         try:
@@ -299,12 +299,13 @@ class Harness:
         bound; a PodDisruptionBudget per burst. Every second, each node's true usage (and each
         pod's, as cAdvisor's series) goes to the exporter and the recording."""
         apps, policy = k8s.AppsV1Api(self.box.api), k8s.PolicyV1Api(self.box.api)
-        labels = {"app": "quality", "strategy": strategy.key}
+        labels = {"app": "quality", "strategy": strategy.label}
         groups = {a.name: a.group for a in trace.arrivals}
         budgets = {g: Budget(BURST_MAX_UNAVAILABLE) for g in trace.bursts}
         for group in budgets:
             policy.create_namespaced_pod_disruption_budget(
-                "default", disruption_budget(f"{strategy.key}-{group}", {**labels, "group": group})
+                "default",
+                disruption_budget(f"{strategy.label}-{group}", {**labels, "group": group}),
             )
         created: dict[str, float] = {}
         ended: dict[str, float] = {}

@@ -80,6 +80,11 @@ class Strategy:
     """The real descheduler runs beside it (bench/descheduler.py)."""
 
     @property
+    def label(self) -> str:
+        """The key as a label value and in object names (``+`` is neither)."""
+        return self.key.replace("+", "-")
+
+    @property
     def uses_extender(self) -> bool:
         return self.spec is not None
 
@@ -119,7 +124,7 @@ class Strategy:
     def write(self, folder: Path) -> tuple[Path, Path]:
         """The extender's and the annotator's policy files."""
         folder.mkdir(parents=True, exist_ok=True)
-        extender, annotator = folder / f"{self.key}.yaml", folder / f"{self.key}-annotator.yaml"
+        extender, annotator = folder / f"{self.label}.yaml", folder / f"{self.label}-annotator.yaml"
         extender.write_text(yaml.safe_dump(self.policy(), sort_keys=False))
         annotator.write_text(yaml.safe_dump(self.annotator_policy(), sort_keys=False))
         return extender, annotator

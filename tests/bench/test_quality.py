@@ -4,6 +4,7 @@ judged from measured figures."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -428,3 +429,9 @@ def test_the_output_says_how_long_each_strategys_rounds_took() -> None:
         == "time per strategy: plain 220 s (2 rounds)"
     )
     assert render_durations([[skipped]]) == ""
+
+
+def test_every_strategy_names_its_pods_with_a_valid_label_and_object_name() -> None:
+    valid = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    assert all(valid.match(s.label) and len(s.label) <= 50 for s in STRATEGIES)
+    assert BY_KEY["loadsched+descheduler"].label == "loadsched-descheduler"
