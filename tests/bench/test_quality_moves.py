@@ -1,6 +1,10 @@
-"""bench/quality_moves.py: what evictions did, from the pods' lives, worked by hand."""
+"""bench/quality_moves.py: what evictions did, from the pods' lives, worked by hand; and the
+bench's watch store those lives come from."""
 
 from bench.quality_moves import Budget, PodLife, Workloads, moves
+from bench.quality_run import Lives
+from shared.kube.meta import PodMeta
+from shared.pods import Pod, PodSpec
 
 END = 300.0
 
@@ -77,3 +81,29 @@ def test_the_budget_counts_the_workloads_alive_then() -> None:
     assert Budget(0.1).allowed(3) == 1
     assert Budget(0.1).allowed(11) == 2
     assert Budget(0.1).allowed(0) == 0
+
+
+def test_the_watch_store_keeps_when_each_pod_was_seen_bound_and_its_deletion_began() -> None:
+    def pod(node: str = "", deleting: bool = False) -> Pod:
+        meta = PodMeta(
+            name="w-a",
+            labels={"workload": "w"},
+            deletionTimestamp="2026-01-01T00:00:00Z" if deleting else None,
+        )
+        return Pod(metadata=meta, spec=PodSpec(nodeName=node))
+
+    store = Lives()
+    store.replace([pod()])
+    [seen] = store.snapshot()
+    assert (seen.workload, seen.bound_at, seen.gone_at) == ("w", None, None)
+    store.apply("MODIFIED", pod("n1"))
+    store.apply("MODIFIED", pod("n2"))  # bound once: the first binding is kept
+    [bound] = store.snapshot()
+    assert bound.node == "n1" and bound.bound_at is not None and bound.gone_at is None
+    store.apply("MODIFIED", pod("n1", deleting=True))
+    store.apply("DELETED", pod("n1", deleting=True))
+    [gone] = store.snapshot()
+    assert gone.gone_at is not None and gone.gone_at >= bound.bound_at
+    other = Lives()
+    other.apply("DELETED", pod("n1"))  # gone from the watch without a deletion timestamp
+    assert other.snapshot()[0].gone_at is not None
