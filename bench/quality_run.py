@@ -338,19 +338,18 @@ class Harness:
                         ended[workload] = now
                         calls.append(pool.submit(delete, workload))
                 calls = raise_failed(calls)
-                placed: dict[str, list[Placed]] = {n: [] for n in names}
-                running: dict[str, list[tuple[str, Placed]]] = {n: [] for n in names}
-                for life in lives:
-                    if life.bound_at is None or life.gone_at is not None or life.workload in ended:
-                        continue
-                    pod = Placed(profiles[life.workload], life.bound_at - start)
-                    placed.setdefault(life.node, []).append(pod)
-                    running.setdefault(life.node, []).append((life.name, pod))
                 if now >= next_sample:
+                    running: dict[str, list[tuple[str, Placed]]] = {n: [] for n in names}
+                    for life in lives:
+                        if life.bound_at is None or life.gone_at is not None:
+                            continue
+                        if life.workload not in ended:
+                            pod = Placed(profiles[life.workload], life.bound_at - start)
+                            running.setdefault(life.node, []).append((life.name, pod))
                     loads = {
                         n: node_usage(
                             self.background[n],
-                            placed[n],
+                            [pod for _, pod in running[n]],
                             now=now,
                             cpus=NODE_CPUS,
                             memory=NODE_MEMORY,
@@ -370,7 +369,9 @@ class Harness:
         first = first_bound(lives)
         outcome.bound = dict(first)
         outcome.created = len(created)
-        seen = {w: min(life.seen_at for life in lives if life.workload == w) for w in first}
+        seen: dict[str, float] = {}
+        for life in lives:
+            seen[life.workload] = min(seen.get(life.workload, life.seen_at), life.seen_at)
         outcome.latencies = [at - seen[w] for w, (_, at) in first.items()]
         outcome.pending = len(created) - len(first)
         outcome.moves = moves(
