@@ -361,8 +361,10 @@ class Sandbox:
         extender: ExtenderSpec | None = None,
         percentage_of_nodes_to_score: int = 100,
         extra: dict[str, Any] | None = None,
+        binary: Path | None = None,
     ) -> SchedulerHandle:
-        """Start a kube-scheduler process with one profile; ``extender`` adds loadsched."""
+        """Start a kube-scheduler process with one profile; ``extender`` adds loadsched;
+        ``binary`` is another build of it (scheduler-plugins')."""
         assert self.bin is not None
         kubeconfig = self._write_kubeconfig(f"scheduler-{name}", "system:kube-scheduler")
         config: dict[str, Any] = {
@@ -379,13 +381,20 @@ class Sandbox:
         path = self.workdir / f"scheduler-{name}.yaml"
         path.write_text(yaml.safe_dump(config))
         return self.start_scheduler_from(
-            name, path, scheduler_name=scheduler_name, kubeconfig=kubeconfig
+            name, path, scheduler_name=scheduler_name, kubeconfig=kubeconfig, binary=binary
         )
 
     def start_scheduler_from(
-        self, name: str, config: Path, *, scheduler_name: str, kubeconfig: Path | None = None
+        self,
+        name: str,
+        config: Path,
+        *,
+        scheduler_name: str,
+        kubeconfig: Path | None = None,
+        binary: Path | None = None,
     ) -> SchedulerHandle:
-        """Start a kube-scheduler with a KubeSchedulerConfiguration file as it is."""
+        """Start a kube-scheduler (the sandbox's, or ``binary``) with a
+        KubeSchedulerConfiguration file as it is."""
         assert self.bin is not None
         kubeconfig = kubeconfig or self._write_kubeconfig(
             f"scheduler-{name}", "system:kube-scheduler"
@@ -394,7 +403,7 @@ class Sandbox:
         process = self.supervisor.start(
             f"kube-scheduler-{name}",
             [
-                str(self.bin / "kube-scheduler"),
+                str(binary or self.bin / "kube-scheduler"),
                 "--config",
                 str(config),
                 *_serving_flags(kubeconfig, port),
