@@ -2,8 +2,9 @@
 control plane, measured from the nodes' true usage rather than the lagging metrics.
 
 Strategies (bench/quality_strategies.py): the plain kube-scheduler; crane's model (loadsched,
-hot value, no estimation); loadsched with estimation; Trimaran's TargetLoadPacking and
-LoadVariationRiskBalancing (loadsched's extender with ``spec.scoring``); on request,
+hot value, no estimation); loadsched with estimation; the real Trimaran TargetLoadPacking and
+LoadVariationRiskBalancing (scheduler-plugins' own scheduler, bench/trimaran.py) and
+loadsched's policies of them (its extender with ``spec.scoring``); on request,
 estimation-wait, estimation-keep (pods gone not subtracted), estimation-minmax and
 estimation-alone (no hot value, scores spread: Koordinator's model). Each starts
 from the same cluster: no bench pods, the exporter at every node's background load, the
@@ -40,10 +41,12 @@ import sys
 import time
 from pathlib import Path
 
+from bench import trimaran
 from bench.quality_report import (
     FIGURES,
     median_figures,
     moves_targets,
+    peer_targets,
     recorded,
     render_decisions,
     render_durations,
@@ -120,6 +123,9 @@ def setting_notes() -> list[str]:
         f"limits (predicates, and what counts as overload for every strategy): CPU {CPU_LIMIT:.0%}, "
         f"memory {MEMORY_LIMIT:.0%} of the node; 8 nodes × 8 cores, 32 GiB; 2 start busy",
         "usage is the exporter's true usage (what the node does), not the metrics loadsched reads",
+        "trimaran-tlp and trimaran-lvrb are scheduler-plugins' own scheduler with its load-watcher "
+        "at its own timing (15-minute averages and deviations asked once a minute, history "
+        "forgotten before each run); tlp and lvrb are loadsched's policies of the same plugins",
     ]
 
 
@@ -177,6 +183,7 @@ def main() -> int:
         levels = {n: {"cpu": b.cpu, "mem": b.memory} for n, b in background.items()}
         stack = MetricsStack(box, NODES, loads=levels)
         stack.prometheus.rules = RULES
+        stack.prometheus.extra_groups = [trimaran.rule_group(stack, NODES, interval="5s")]
         stack.start()
         wait_for(
             lambda: len(stack.prometheus.query("cpu_usage_stddev_1m")) == len(NODES),
@@ -240,9 +247,10 @@ def report(
     medians = median_figures(rounds)
     checks, ok = targets(medians)
     checks += why(rounds, medians, traces)
+    peers, peers_ok = peer_targets(rounds)
     moved, moves_ok = moves_targets(rounds)
-    checks += moved
-    ok = ok and moves_ok
+    checks += peers + moved
+    ok = ok and peers_ok and moves_ok
     for line in checks:
         print(line)
     if save:

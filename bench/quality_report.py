@@ -28,6 +28,20 @@ REBALANCE_OF_PLAIN = target("quality", "rebalance-overload-of-plain")
 REBALANCE_OF_BOTH = target("quality", "rebalance-overload-of-loadsched-descheduler")
 EVICTIONS_OF_DESCHEDULER = target("quality", "rebalance-evictions-of-descheduler")
 UNSAFE_MOVES = target("quality", "rebalance-unsafe-moves")
+PEERS = {
+    "trimaran-tlp": (
+        target("quality", "estimation-overload-of-trimaran-tlp"),
+        target("quality", "estimation-latency-of-trimaran-tlp"),
+        "tlp",
+    ),
+    "trimaran-lvrb": (
+        target("quality", "estimation-overload-of-trimaran-lvrb"),
+        target("quality", "estimation-latency-of-trimaran-lvrb"),
+        "lvrb",
+    ),
+}
+"""Each real Trimaran strategy: estimation's two targets against it, and loadsched's own
+policy of the same plugin, printed beside."""
 FIGURES: list[Figure] = []
 """The targets' figures as judged, for out/results (:mod:`bench.results`)."""
 
@@ -41,6 +55,8 @@ COLORS = {
     "estimation-alone": "#0b5345",
     "tlp": "#2980b9",
     "lvrb": "#8e44ad",
+    "trimaran-tlp": "#5dade2",
+    "trimaran-lvrb": "#bb8fce",
     "rebalance": "#c0392b",
     "descheduler": "#34495e",
     "loadsched+descheduler": "#d35400",
@@ -162,6 +178,53 @@ def targets(measured: dict[str, Figures]) -> tuple[list[str], bool]:
         ),
     ]
     return judge(checks)
+
+
+def peer_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]:
+    """Estimation against each real Trimaran strategy that ran (medians over rounds, with each
+    round's ratio), then loadsched's own policy of that plugin beside the real one; nothing
+    when neither side ran."""
+    medians = median_figures(rounds)
+    est = medians.get("estimation")
+    checks: list[Check] = []
+    beside = []
+    for key, (overload_goal, latency_goal, copy) in PEERS.items():
+        peer = medians.get(key)
+        if est is None or peer is None:
+            continue
+        each = [
+            (f["estimation"], f[key])
+            for f in (figures(outcomes) for outcomes in rounds)
+            if "estimation" in f and key in f
+        ]
+        per_round = ", ".join(f"{_ratio(a.overload, b.overload):.2f}" for a, b in each)
+        checks.append(
+            (
+                overload_goal,
+                f"estimation overload node-s {{sign}} {{bound:g}} × {key}",
+                _ratio(est.overload, peer.overload),
+                f"{est.overload:.0f} / {peer.overload:.0f}; per round {per_round}",
+            )
+        )
+        checks.append(
+            (
+                latency_goal,
+                f"estimation latency p99 {{sign}} {{bound:g}} × {key}",
+                _ratio(est.latency_p99, peer.latency_p99),
+                f"{est.latency_p99:.2f} s / {peer.latency_p99:.2f} s",
+            )
+        )
+        if (ours := medians.get(copy)) is not None:
+            beside.append(
+                f"  {copy} (loadsched's policy of it) beside {key}: overload node-s "
+                f"{ours.overload:.0f} / {peer.overload:.0f} "
+                f"(ratio {_ratio(ours.overload, peer.overload):.2f}), latency p99 "
+                f"{ours.latency_p99:.2f} s / {peer.latency_p99:.2f} s"
+            )
+    if not checks:
+        return [], True
+    lines, ok = judge(checks)
+    return lines + beside, ok
 
 
 Check = tuple[Target, str, float, str]

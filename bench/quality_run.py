@@ -23,7 +23,7 @@ import httpx
 import kubernetes.client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import descheduler
+from bench import descheduler, trimaran
 from bench.quality_moves import Budget, Moves, PodLife, Workloads, moves
 from bench.quality_strategies import (
     CPU_LIMIT,
@@ -244,9 +244,12 @@ class Harness:
                 args=["--policy", str(extender_policy), "--log-level", "warning"]
             )
             spec = ExtenderSpec(url, bind=True)
-        self.box.start_scheduler(
-            f"quality-{strategy.label}", scheduler_name=SCHEDULER_NAME, extender=spec
-        )
+        if strategy.trimaran is not None:
+            self._start_trimaran(strategy, strategy.trimaran)
+        else:
+            self.box.start_scheduler(
+                f"quality-{strategy.label}", scheduler_name=SCHEDULER_NAME, extender=spec
+            )
         if strategy.descheduler:
             descheduler.start(
                 self.box,
@@ -260,6 +263,27 @@ class Harness:
                 folder=self.folder / "descheduler",
             )
         return url
+
+    def _start_trimaran(self, strategy: Strategy, plugin: str) -> None:
+        """scheduler-plugins' kube-scheduler with ``plugin``, its load-watcher's series
+        recorded afresh from the background load (its 15-minute windows forget the last
+        strategy), each node's there before it starts."""
+        trimaran.forget(self.stack)
+        prometheus = self.stack.prometheus
+        names = {n.name for n in self.nodes}
+        wait_for(
+            lambda: all(set(prometheus.query(s)) >= names for s in trimaran.SERIES),
+            timeout=60,
+            what="load-watcher's series for every node",
+            interval=1,
+        )
+        trimaran.start(
+            self.box,
+            f"quality-{strategy.label}",
+            plugin,
+            scheduler_name=SCHEDULER_NAME,
+            stack=self.stack,
+        )
 
     def _annotated_since(self, node: str, since: datetime) -> bool:
         metadata = self.box.core.read_node(node).metadata

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from sandbox.build import trimaran_binary
 from shared.errors import ConfigError
 from shared.policy import parse_policy
 
@@ -78,6 +79,9 @@ class Strategy:
     """The annotator's ``spec.rebalance`` (its rebalancer on), or ``None``."""
     descheduler: bool = False
     """The real descheduler runs beside it (bench/descheduler.py)."""
+    trimaran: str | None = None
+    """The Trimaran plugin scheduler-plugins' own kube-scheduler runs with, in place of the
+    sandbox's (bench/trimaran.py), or ``None``."""
 
     @property
     def label(self) -> str:
@@ -111,6 +115,8 @@ class Strategy:
         """Why this strategy cannot run here (a policy this loadsched refuses, or the real
         descheduler out of reach), or ``None``."""
         if self.descheduler and (reason := descheduler_unavailable()) is not None:
+            return reason
+        if self.trimaran and (reason := trimaran_unavailable()) is not None:
             return reason
         if self.spec is None:
             return None
@@ -237,8 +243,18 @@ STRATEGIES = (
         },
     ),
     Strategy(
+        "trimaran-tlp",
+        "Trimaran TargetLoadPacking (40 %): scheduler-plugins' own",
+        trimaran="TargetLoadPacking",
+    ),
+    Strategy(
+        "trimaran-lvrb",
+        "Trimaran LoadVariationRiskBalancing: scheduler-plugins' own",
+        trimaran="LoadVariationRiskBalancing",
+    ),
+    Strategy(
         "tlp",
-        "Trimaran TargetLoadPacking (40 %)",
+        "loadsched's TargetLoadPacking (40 %)",
         {
             "estimation": TRIMARAN,
             "scoring": {
@@ -248,7 +264,7 @@ STRATEGIES = (
     ),
     Strategy(
         "lvrb",
-        "Trimaran LoadVariationRiskBalancing",
+        "loadsched's LoadVariationRiskBalancing",
         {
             "estimation": TRIMARAN,
             "scoring": {
@@ -278,6 +294,24 @@ def descheduler_unavailable() -> str | None:
     return None
 
 
-DEFAULT = ("plain", "hot-only", "estimation", "tlp", "lvrb")
-"""What a run compares unless told otherwise: the issue's five (``estimation-wait``,
-``estimation-keep``, ``estimation-minmax`` and ``estimation-alone`` on request)."""
+def trimaran_unavailable() -> str | None:
+    """Why scheduler-plugins' kube-scheduler cannot run here, or ``None``: built the first
+    time, it needs Go."""
+    if not trimaran_binary().is_file() and shutil.which("go") is None:
+        return "Trimaran's scheduler is not built and Go is not on PATH to build it"
+    return None
+
+
+DEFAULT = (
+    "plain",
+    "hot-only",
+    "estimation",
+    "trimaran-tlp",
+    "trimaran-lvrb",
+    "tlp",
+    "lvrb",
+)
+"""What a run compares unless told otherwise: the plain kube-scheduler, crane's model,
+loadsched's recommended policy, the real Trimaran's two plugins and loadsched's own policies
+of them (``estimation-wait``, ``estimation-keep``, ``estimation-minmax``,
+``estimation-alone`` and the evicting strategies on request)."""

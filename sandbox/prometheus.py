@@ -1,5 +1,6 @@
 """Prometheus (Debian's package) scraping the synthetic exporter every 5 s and evaluating the
-recording rules shipped in ``charts/loadsched/files/recording-rules.yaml``.
+recording rules shipped in ``charts/loadsched/files/recording-rules.yaml`` (and
+``load-watcher-rules.yaml``, the series Trimaran reads).
 
 The sandbox evaluates every rule group every 5 s instead of its shipped interval (30 s to
 5 m), so values appear within seconds; the expressions are unchanged."""
@@ -21,6 +22,7 @@ from sandbox.processes import Supervisor, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "charts" / "loadsched" / "files" / "recording-rules.yaml"
+LOAD_WATCHER_RULES = ROOT / "charts" / "loadsched" / "files" / "load-watcher-rules.yaml"
 SANDBOX_INTERVAL = "5s"
 
 
@@ -33,6 +35,11 @@ class Prometheus:
         """The recording rules file (the chart's by default)."""
         self.rule_interval: str | None = SANDBOX_INTERVAL
         """Every group of :attr:`rules` runs this often (5 s); ``None`` keeps the file's own."""
+        self.extra_groups: list[dict[str, Any]] = yaml.safe_load(LOAD_WATCHER_RULES.read_text())[
+            "groups"
+        ]
+        """Rule groups beside :attr:`rules`': the chart's for Trimaran's load-watcher, or a
+        bench's own generated per node."""
         self.workdir = workdir
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -82,6 +89,8 @@ class Prometheus:
                 f"--config.file={self.workdir / 'prometheus.yaml'}",
                 f"--storage.tsdb.path={self.workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
+                # delete_series: a bench forgets a series' history between strategies
+                "--web.enable-admin-api",
                 "--log.level=warn",
             ],
         )
@@ -96,6 +105,7 @@ class Prometheus:
         """``rules.yaml``: :attr:`rules` with every group at :attr:`rule_interval`; each group's
         name → its interval in seconds."""
         rules = yaml.safe_load(self.rules.read_text())
+        rules["groups"] = rules["groups"] + [dict(g) for g in self.extra_groups]
         if self.rule_interval is not None:
             for group in rules["groups"]:
                 group["interval"] = self.rule_interval
@@ -129,6 +139,16 @@ class Prometheus:
         if self.process is not None:
             self.supervisor.stop(self.process)
             self.process = None
+
+    def delete_series(self, name: str) -> None:
+        """Forget every sample of the series named ``name`` (the admin API); rules record it
+        again from their next evaluation."""
+        query = urllib.parse.urlencode({"match[]": name})
+        request = urllib.request.Request(
+            f"{self.url}/api/v1/admin/tsdb/delete_series?{query}", method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
 
     def query(self, promql: str) -> dict[str, float]:
         """Instant query; instance label → value."""

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from bench import descheduler
+from bench import descheduler, trimaran
 from bench.quality_moves import Moves
 from bench.quality_report import (
     figures,
     median_figures,
     moves_targets,
+    peer_targets,
     recorded,
     render_decisions,
     render_durations,
@@ -97,7 +98,15 @@ def test_the_table_says_why_a_strategy_did_not_run() -> None:
 
 
 def test_every_strategy_the_issue_names_is_there() -> None:
-    assert list(DEFAULT) == ["plain", "hot-only", "estimation", "tlp", "lvrb"]
+    assert list(DEFAULT) == [
+        "plain",
+        "hot-only",
+        "estimation",
+        "trimaran-tlp",
+        "trimaran-lvrb",
+        "tlp",
+        "lvrb",
+    ]
     assert set(DEFAULT) <= {s.key for s in STRATEGIES}
     waiting = BY_KEY["estimation-wait"].policy()["spec"]
     assert waiting["estimation"] == {
@@ -435,3 +444,106 @@ def test_every_strategy_names_its_pods_with_a_valid_label_and_object_name() -> N
     valid = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     assert all(valid.match(s.label) and len(s.label) <= 50 for s in STRATEGIES)
     assert BY_KEY["loadsched+descheduler"].label == "loadsched-descheduler"
+
+
+class Stack:
+    def instance(self, node: NodeSpec) -> str:
+        return f"{node.ip}:9100"
+
+
+def test_trimaran_reads_the_bench_usage_as_fractions_per_node_name() -> None:
+    nodes = [NodeSpec("node-1", "127.0.0.2"), NodeSpec("node-2", "127.0.0.3")]
+    group = trimaran.rule_group(Stack(), nodes, interval="5s")  # type: ignore[arg-type]
+    assert group["interval"] == "5s"
+    cpu, memory = group["rules"]
+    assert (cpu["record"], memory["record"]) == (
+        "instance:node_cpu:ratio",
+        "instance:node_memory_utilisation:ratio",
+    )
+    assert cpu["expr"] == (
+        'label_replace(cpu_usage_active{instance="127.0.0.2:9100"} / 100, "instance", "node-1", '
+        '"instance", ".*") or label_replace(cpu_usage_active{instance="127.0.0.3:9100"} / 100, '
+        '"instance", "node-2", "instance", ".*")'
+    )
+    assert memory["expr"].startswith('label_replace(mem_usage_active{instance="127.0.0.2:9100"}')
+
+
+@pytest.mark.parametrize(
+    ("plugin", "disabled", "args"),
+    [
+        (
+            "TargetLoadPacking",
+            ["NodeResourcesBalancedAllocation", "NodeResourcesFit"],
+            {
+                "targetUtilization": 40,
+                "defaultRequests": {"cpu": "1000m"},
+                "defaultRequestsMultiplier": "1.5",
+            },
+        ),
+        (
+            "LoadVariationRiskBalancing",
+            [],
+            {"safeVarianceMargin": 1.0, "safeVarianceSensitivity": 1.0},
+        ),
+    ],
+)
+def test_trimaran_runs_each_plugin_as_its_readme_configures_it_on_the_same_prometheus(
+    plugin: str, disabled: list[str], args: dict[str, object]
+) -> None:
+    profile = trimaran.profile(plugin, "quality", "http://127.0.0.1:9090")
+    assert profile["schedulerName"] == "quality"
+    score = profile["plugins"]["score"]
+    assert score["enabled"] == [{"name": plugin}]
+    assert [d["name"] for d in score.get("disabled", [])] == disabled
+    [config] = profile["pluginConfig"]
+    assert config["name"] == plugin
+    assert config["args"] == {
+        "metricProvider": {"type": "Prometheus", "address": "http://127.0.0.1:9090"},
+        **args,
+    }
+    with pytest.raises(ValueError, match="LowRiskOverCommitment"):
+        trimaran.profile("LowRiskOverCommitment", "quality", "http://127.0.0.1:9090")
+
+
+def test_the_real_trimaran_strategies_run_no_extender_and_one_plugin_each() -> None:
+    for key, plugin in (
+        ("trimaran-tlp", "TargetLoadPacking"),
+        ("trimaran-lvrb", "LoadVariationRiskBalancing"),
+    ):
+        strategy = BY_KEY[key]
+        assert strategy.trimaran == plugin and not strategy.uses_extender
+        assert strategy.hot_value == [] and strategy.rebalance is None
+
+
+@pytest.mark.parametrize(
+    ("est", "tlp_over", "lvrb_over", "latency", "met"),
+    [
+        (2, 4, 10, 1.0, [True, True, True, True]),  # 2/4 = 0.5 and 2/10; p99 1.0 vs 1.0
+        (3, 4, 10, 1.0, [False, True, True, True]),  # 3/4 > 0.5
+        (2, 10, 3, 1.0, [True, True, False, True]),  # 2/3 > 0.5
+        (2, 4, 10, 1.2, [True, False, True, False]),  # 1.2 > 1.1 × 1.0, both
+    ],
+)
+def test_estimation_is_judged_against_each_real_trimaran_strategy(
+    est: int, tlp_over: int, lvrb_over: int, latency: float, met: list[bool]
+) -> None:
+    outcomes = [
+        run("estimation", [0.9] * est + [0.1] * (20 - est), [0.5, latency]),
+        run("trimaran-tlp", [0.9] * tlp_over + [0.1] * (20 - tlp_over), [0.5, 1.0]),
+        run("trimaran-lvrb", [0.9] * lvrb_over + [0.1] * (20 - lvrb_over), [0.5, 1.0]),
+        run("tlp", [0.9] * 8 + [0.1] * 12, [0.5, 0.8]),
+    ]
+    lines, ok = peer_targets([outcomes])
+    assert ["MISSED" not in line for line in lines[:4]] == met
+    assert ok == all(met)
+    assert "× trimaran-tlp" in lines[0] and "× trimaran-lvrb" in lines[2]
+    # loadsched's own policy of TargetLoadPacking beside the real one; lvrb did not run
+    assert lines[4:] == [
+        f"  tlp (loadsched's policy of it) beside trimaran-tlp: overload node-s 8 / {tlp_over} "
+        f"(ratio {8 / tlp_over:.2f}), latency p99 0.80 s / 1.00 s"
+    ]
+
+
+def test_without_a_real_trimaran_run_its_targets_are_not_judged() -> None:
+    assert peer_targets([[run("estimation", [0.9], [1.0])]]) == ([], True)
+    assert peer_targets([[run("trimaran-tlp", [0.9], [1.0])]]) == ([], True)

@@ -94,6 +94,17 @@ def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:
         "PodMonitor",
         "Certificate",
     }
+    groups = {
+        o["metadata"]["name"]: [g["name"] for g in o["spec"]["groups"]]
+        for o in everything
+        if o["kind"] == "PrometheusRule"
+    }
+    assert [names[-1] for names in groups.values()] == ["load-watcher"]
+    rules_only = chart.render(
+        {"metrics": {"prometheusRule": {"enabled": True}}}, api_versions=OPERATOR_APIS
+    )
+    (rule,) = [o for o in rules_only if o["kind"] == "PrometheusRule"]
+    assert "load-watcher" not in {g["name"] for g in rule["spec"]["groups"]}
     for objects in (defaults, everything):
         crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
         chart.apply(sandbox, crds, dry_run=False)  # the CRD first, as helm installs crds/

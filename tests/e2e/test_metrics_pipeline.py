@@ -38,6 +38,16 @@ def test_recording_rules_follow_the_exporter(stack: MetricsStack) -> None:
         )
 
     wait_for(settled, timeout=90, what="recording rules to reflect the exporter's load", interval=2)
+    # Trimaran's load-watcher reads fractions (the chart's load-watcher-rules.yaml)
+    wait_for(
+        lambda: (
+            abs(prometheus.query("instance:node_cpu:ratio").get(n1, -1) - 0.8) < 0.02
+            and abs(prometheus.query("instance:node_memory_utilisation:ratio").get(n2, -1) - 0.9)
+            < 0.005
+        ),
+        timeout=30,
+        what="load-watcher's series",
+    )
     everyone = {stack.instance(n) for n in NODES}
     for rule in (
         "cpu_usage_avg_5m",
@@ -72,6 +82,7 @@ def test_rules_are_evaluated_at_a_new_interval_after_a_reload(stack: MetricsStac
             "cpu-usage-1m": 60.0,
             "mem-usage-5m": 300.0,
             "mem-usage-1m": 60.0,
+            "load-watcher": 30.0,
         }
     finally:
         prometheus.evaluate_every(SANDBOX_INTERVAL)

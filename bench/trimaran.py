@@ -1,0 +1,110 @@
+"""The real Trimaran beside the sandbox, for bench/quality.py: scheduler-plugins' own
+kube-scheduler (``sigs.k8s.io/scheduler-plugins``, built from ``hack/trimaran``) with
+``TargetLoadPacking`` or ``LoadVariationRiskBalancing``, reading the same Prometheus through
+its load-watcher, as its v0.34 code reads it:
+
+- load-watcher runs in the scheduler's process (library mode: ``metricProvider``, no
+  ``watcherAddress``). For every node it asks Prometheus for ``avg_over_time`` and
+  ``stddev_over_time`` of ``instance:node_cpu:ratio`` and
+  ``instance:node_memory_utilisation:ratio`` over 15 minutes (then 10 and 5), keyed by the
+  ``instance`` label, which must be the Node's name; the values are fractions (0..1);
+- it asks again once a minute, and the plugin copies its latest answer every 30 s;
+- one load-watcher per process: a second Trimaran plugin in the same scheduler registers the
+  same HTTP handler and panics, so each strategy runs one plugin in a scheduler of its own.
+
+The two series come from :func:`rule_group`, the bench's instantaneous usage renamed to each
+Node's name (what a node-exporter scrape relabelled with the node name gives a real cluster).
+A fresh strategy forgets them first (:func:`forget`): a 15-minute window would otherwise
+carry the last strategy's load into this one's start, where every strategy starts from the
+nodes at their background load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sandbox.build import ensure_trimaran
+from sandbox.cluster import NodeSpec, Sandbox, SchedulerHandle
+from sandbox.metrics_stack import MetricsStack
+
+CPU_SERIES = "instance:node_cpu:ratio"
+MEMORY_SERIES = "instance:node_memory_utilisation:ratio"
+SERIES = (CPU_SERIES, MEMORY_SERIES)
+"""What load-watcher's Prometheus provider reads for CPU and memory."""
+TARGET_LOAD_PACKING = "TargetLoadPacking"
+LOAD_VARIATION_RISK_BALANCING = "LoadVariationRiskBalancing"
+
+
+def rule_group(stack: MetricsStack, nodes: Sequence[NodeSpec], *, interval: str) -> dict[str, Any]:
+    """Recording rules for load-watcher's two series, from the bench's ``cpu_usage_active``
+    and ``mem_usage_active`` (percent), as fractions labelled ``instance`` = the Node's name."""
+
+    def renamed(rule: str) -> str:
+        return " or ".join(
+            f'label_replace({rule}{{instance="{stack.instance(node)}"}} / 100, '
+            f'"instance", "{node.name}", "instance", ".*")'
+            for node in nodes
+        )
+
+    return {
+        "name": "load-watcher",
+        "interval": interval,
+        "rules": [
+            {"record": CPU_SERIES, "expr": renamed("cpu_usage_active")},
+            {"record": MEMORY_SERIES, "expr": renamed("mem_usage_active")},
+        ],
+    }
+
+
+def plugin_args(plugin: str, prometheus_url: str) -> dict[str, Any]:
+    """The plugin's arguments at its published defaults, spelled out, on ``prometheus_url``."""
+    provider = {"metricProvider": {"type": "Prometheus", "address": prometheus_url}}
+    if plugin == TARGET_LOAD_PACKING:
+        return {
+            **provider,
+            "targetUtilization": 40,
+            "defaultRequests": {"cpu": "1000m"},
+            "defaultRequestsMultiplier": "1.5",
+        }
+    if plugin == LOAD_VARIATION_RISK_BALANCING:
+        return {**provider, "safeVarianceMargin": 1.0, "safeVarianceSensitivity": 1.0}
+    raise ValueError(f"{plugin!r} is not a Trimaran plugin this bench runs")
+
+
+def profile(plugin: str, scheduler_name: str, prometheus_url: str) -> dict[str, Any]:
+    """One profile, as the plugin's own README configures it: TargetLoadPacking takes the
+    place of the allocation-based scores (``NodeResourcesBalancedAllocation`` and
+    ``NodeResourcesFit``'s least-allocated score, ``NodeResourcesLeastAllocated`` before
+    v1); LoadVariationRiskBalancing is added to the default scores."""
+    score: dict[str, Any] = {"enabled": [{"name": plugin}]}
+    if plugin == TARGET_LOAD_PACKING:
+        score["disabled"] = [
+            {"name": "NodeResourcesBalancedAllocation"},
+            {"name": "NodeResourcesFit"},
+        ]
+    return {
+        "schedulerName": scheduler_name,
+        "plugins": {"score": score},
+        "pluginConfig": [{"name": plugin, "args": plugin_args(plugin, prometheus_url)}],
+    }
+
+
+def forget(stack: MetricsStack) -> None:
+    """Drop the history of load-watcher's series (recorded again from the next evaluation)."""
+    for series in SERIES:
+        stack.prometheus.delete_series(series)
+
+
+def start(
+    box: Sandbox, name: str, plugin: str, *, scheduler_name: str, stack: MetricsStack
+) -> SchedulerHandle:
+    """scheduler-plugins' kube-scheduler with ``plugin`` (built the first time, minutes)."""
+    binary: Path = ensure_trimaran(print)
+    return box.start_scheduler(
+        name,
+        scheduler_name=scheduler_name,
+        extra={"profiles": [profile(plugin, scheduler_name, stack.prometheus.url)]},
+        binary=binary,
+    )
