@@ -70,8 +70,15 @@ from bench.quality_strategies import (
     PERIOD,
     RULES,
     STRATEGIES,
+    Strategy,
 )
 from bench.results import record
+from sandbox.build import (
+    ensure_descheduler,
+    ensure_trimaran,
+    trimaran_kube_version,
+    trimaran_version,
+)
 from sandbox.cluster import NodeSpec, Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
@@ -123,7 +130,8 @@ def setting_notes() -> list[str]:
         f"limits (predicates, and what counts as overload for every strategy): CPU {CPU_LIMIT:.0%}, "
         f"memory {MEMORY_LIMIT:.0%} of the node; 8 nodes × 8 cores, 32 GiB; 2 start busy",
         "usage is the exporter's true usage (what the node does), not the metrics loadsched reads",
-        "trimaran-tlp and trimaran-lvrb are scheduler-plugins' own scheduler with its load-watcher "
+        f"trimaran-tlp and trimaran-lvrb are scheduler-plugins' own scheduler "
+        f"({trimaran_version()} on Kubernetes {trimaran_kube_version()}) with its load-watcher "
         "at its own timing (15-minute averages and deviations asked once a minute, history "
         "forgotten before each run); tlp and lvrb are loadsched's policies of the same plugins",
     ]
@@ -177,6 +185,7 @@ def main() -> int:
     traces = [make_trace(shape, seed=seed) for seed in seeds]
     background = backgrounds([n.name for n in NODES], seed=options.seed)
     out.mkdir(parents=True, exist_ok=True)
+    build_peers([BY_KEY[key] for key in options.strategies])
     rounds = []
     with Sandbox(say=say) as box:
         box.create_nodes(NODES)
@@ -209,6 +218,17 @@ def main() -> int:
             rounds.append(outcomes)
         say("shutting down")
     return report(rounds, traces, shape, out, started, save=True)
+
+
+def build_peers(strategies: list[Strategy]) -> None:
+    """Build the peers' binaries the run needs (the first time: minutes) before the cluster
+    starts, so that no build runs inside a strategy's measured round."""
+    for strategy in strategies:
+        if strategy.cannot_run() is None:
+            if strategy.trimaran is not None:
+                ensure_trimaran(say)
+            if strategy.descheduler:
+                ensure_descheduler(say)
 
 
 def report(

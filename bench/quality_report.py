@@ -181,16 +181,23 @@ def targets(measured: dict[str, Figures]) -> tuple[list[str], bool]:
 
 
 def peer_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]:
-    """Estimation against each real Trimaran strategy that ran (medians over rounds, with each
-    round's ratio), then loadsched's own policy of that plugin beside the real one; nothing
-    when neither side ran."""
+    """Estimation against each real Trimaran strategy in the run (medians over rounds, with
+    each round's ratio), then loadsched's own policy of that plugin beside the real one; not
+    measured (a miss) when one side of a pair in the run did not run; nothing without one."""
     medians = median_figures(rounds)
+    asked = {o.strategy.key for outcomes in rounds for o in outcomes}
     est = medians.get("estimation")
     checks: list[Check] = []
-    beside = []
+    beside, unmeasured = [], []
     for key, (overload_goal, latency_goal, copy) in PEERS.items():
+        if key not in asked:
+            continue
         peer = medians.get(key)
         if est is None or peer is None:
+            missing = [k for k, f in (("estimation", est), (key, peer)) if f is None]
+            unmeasured.append(
+                f"  targets against {key} not measured: {', '.join(missing)} did not run"
+            )
             continue
         each = [
             (f["estimation"], f[key])
@@ -221,10 +228,8 @@ def peer_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]:
                 f"(ratio {_ratio(ours.overload, peer.overload):.2f}), latency p99 "
                 f"{ours.latency_p99:.2f} s / {peer.latency_p99:.2f} s"
             )
-    if not checks:
-        return [], True
     lines, ok = judge(checks)
-    return lines + beside, ok
+    return lines + beside + unmeasured, ok and not unmeasured
 
 
 Check = tuple[Target, str, float, str]

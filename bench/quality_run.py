@@ -283,6 +283,8 @@ class Harness:
             plugin,
             scheduler_name=SCHEDULER_NAME,
             stack=self.stack,
+            nodes=self.nodes,
+            say=self.say,
         )
 
     def _annotated_since(self, node: str, since: datetime) -> bool:

@@ -10,7 +10,10 @@ its load-watcher, as its v0.34 code reads it:
   ``instance`` label, which must be the Node's name; the values are fractions (0..1);
 - it asks again once a minute, and the plugin copies its latest answer every 30 s;
 - one load-watcher per process: a second Trimaran plugin in the same scheduler registers the
-  same HTTP handler and panics, so each strategy runs one plugin in a scheduler of its own.
+  same HTTP handler and panics, so each strategy runs one plugin in a scheduler of its own;
+- it serves its latest answer on ``:2020/watcher`` even in library mode. One query of its 34
+  that fails drops a whole fetch, and a node without metrics gets the minimum score from both
+  plugins, silently: :func:`start` returns once that answer has every node's CPU average.
 
 The two series come from :func:`rule_group`, the bench's instantaneous usage renamed to each
 Node's name (what a node-exporter scrape relabelled with the node name gives a real cluster).
@@ -21,13 +24,15 @@ nodes at their background load.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+import json
+import urllib.request
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.build import ensure_trimaran
 from sandbox.cluster import NodeSpec, Sandbox, SchedulerHandle
 from sandbox.metrics_stack import MetricsStack
+from sandbox.processes import wait_for
 
 CPU_SERIES = "instance:node_cpu:ratio"
 MEMORY_SERIES = "instance:node_memory_utilisation:ratio"
@@ -35,6 +40,8 @@ SERIES = (CPU_SERIES, MEMORY_SERIES)
 """What load-watcher's Prometheus provider reads for CPU and memory."""
 TARGET_LOAD_PACKING = "TargetLoadPacking"
 LOAD_VARIATION_RISK_BALANCING = "LoadVariationRiskBalancing"
+WATCHER_URL = "http://127.0.0.1:2020/watcher"
+"""load-watcher's latest answer (a fixed port: one Trimaran scheduler at a time)."""
 
 
 def rule_group(stack: MetricsStack, nodes: Sequence[NodeSpec], *, interval: str) -> dict[str, Any]:
@@ -59,7 +66,10 @@ def rule_group(stack: MetricsStack, nodes: Sequence[NodeSpec], *, interval: str)
 
 
 def plugin_args(plugin: str, prometheus_url: str) -> dict[str, Any]:
-    """The plugin's arguments at its published defaults, spelled out, on ``prometheus_url``."""
+    """The plugin's arguments at its API defaults (``apis/config/v1/defaults.go``), spelled
+    out, on ``prometheus_url``. The READMEs' examples show other values (TargetLoadPacking 70 %
+    with 2 CPUs × 2, risk balancing's sensitivity 2); the defaults are what a user gets, and
+    TargetLoadPacking's 40 % is the target loadsched's own ``tlp`` policy runs."""
     provider = {"metricProvider": {"type": "Prometheus", "address": prometheus_url}}
     if plugin == TARGET_LOAD_PACKING:
         return {
@@ -74,8 +84,8 @@ def plugin_args(plugin: str, prometheus_url: str) -> dict[str, Any]:
 
 
 def profile(plugin: str, scheduler_name: str, prometheus_url: str) -> dict[str, Any]:
-    """One profile, as the plugin's own README configures it: TargetLoadPacking takes the
-    place of the allocation-based scores (``NodeResourcesBalancedAllocation`` and
+    """One profile, with the plugins the plugin's own README enables: TargetLoadPacking takes
+    the place of the allocation-based scores (``NodeResourcesBalancedAllocation`` and
     ``NodeResourcesFit``'s least-allocated score, ``NodeResourcesLeastAllocated`` before
     v1); LoadVariationRiskBalancing is added to the default scores."""
     score: dict[str, Any] = {"enabled": [{"name": plugin}]}
@@ -97,14 +107,52 @@ def forget(stack: MetricsStack) -> None:
         stack.prometheus.delete_series(series)
 
 
+def watched(document: dict[str, Any]) -> set[str]:
+    """The nodes that load-watcher's answer (its ``/watcher`` JSON) gives a CPU average."""
+    nodes = document.get("data", {}).get("NodeMetricsMap", {}) or {}
+    return {
+        node
+        for node, held in nodes.items()
+        if any(
+            m.get("type") == "CPU" and m.get("operator") == "AVG"
+            for m in held.get("metrics", []) or []
+        )
+    }
+
+
+def _watched_now() -> set[str]:
+    try:
+        with urllib.request.urlopen(WATCHER_URL, timeout=5) as response:
+            return watched(json.load(response))
+    except (OSError, ValueError):
+        return set()
+
+
 def start(
-    box: Sandbox, name: str, plugin: str, *, scheduler_name: str, stack: MetricsStack
+    box: Sandbox,
+    name: str,
+    plugin: str,
+    *,
+    scheduler_name: str,
+    stack: MetricsStack,
+    nodes: Sequence[NodeSpec],
+    say: Callable[[str], None],
 ) -> SchedulerHandle:
-    """scheduler-plugins' kube-scheduler with ``plugin`` (built the first time, minutes)."""
-    binary: Path = ensure_trimaran(print)
-    return box.start_scheduler(
+    """scheduler-plugins' kube-scheduler with ``plugin`` (built the first time, minutes),
+    once its load-watcher holds every node's CPU average."""
+    binary = ensure_trimaran(say)
+    handle = box.start_scheduler(
         name,
         scheduler_name=scheduler_name,
         extra={"profiles": [profile(plugin, scheduler_name, stack.prometheus.url)]},
         binary=binary,
     )
+    wanted = {node.name for node in nodes}
+    wait_for(
+        lambda: _watched_now() >= wanted,
+        timeout=60,
+        what=f"{plugin}'s load-watcher to hold every node's CPU average",
+        interval=1,
+        guard=box.supervisor,
+    )
+    return handle

@@ -360,9 +360,26 @@ def ensure_descheduler(say: Callable[[str], None] | None = None) -> Path:
     )
 
 
+def trimaran_kube_version() -> str:
+    """The Kubernetes release ``hack/trimaran`` builds the plugins on (its replace)."""
+    go_mod = TRIMARAN_MODULE / "go.mod"
+    match = re.search(
+        r"^\s*k8s\.io/kubernetes => k8s\.io/kubernetes (v\S+)$", go_mod.read_text(), re.M
+    )
+    if match is None:
+        raise RuntimeError(f"{go_mod}: no 'k8s.io/kubernetes => k8s.io/kubernetes vX.Y.Z' line")
+    return match.group(1)
+
+
+def trimaran_build() -> str:
+    """What the cache keys the build by: the plugins' release and the Kubernetes release
+    it is built on."""
+    return f"{trimaran_version()}-on-{trimaran_kube_version()}"
+
+
 def trimaran_binary() -> Path:
     """Where :func:`ensure_trimaran` builds scheduler-plugins' kube-scheduler."""
-    return tool_path("trimaran", trimaran_version())
+    return tool_path("trimaran", trimaran_build())
 
 
 def ensure_trimaran(say: Callable[[str], None] | None = None) -> Path:
@@ -370,17 +387,17 @@ def ensure_trimaran(say: Callable[[str], None] | None = None) -> Path:
     LoadVariationRiskBalancing, load-watcher in the process), built from the module pinned in
     ``hack/trimaran/go.mod`` into the cache the first time (minutes: a kube-scheduler).
 
-    It runs on the sandbox's own Kubernetes release (``hack/trimaran/go.mod`` says why), so it
-    is stamped with that release, as the sandbox's kube-scheduler is: the plugins' own tag
+    It runs on the sandbox's own Kubernetes release (``hack/trimaran/go.mod`` says why), and
+    is stamped with it, as the sandbox's kube-scheduler is: the plugins' own tag
     (``v0.34.7``) read as a Kubernetes version would set the scheduler's emulated version to
     0.34 and turn its feature gates off."""
     return _ensure_tool(
         "trimaran",
-        trimaran_version(),
+        trimaran_build(),
         TRIMARAN_MODULE,
         "sigs.k8s.io/scheduler-plugins/cmd/scheduler",
         _say(say),
-        _ldflags(kube_version()),
+        _ldflags(trimaran_kube_version()),
         "about 5 minutes on 2 cores",
     )
 

@@ -546,4 +546,34 @@ def test_estimation_is_judged_against_each_real_trimaran_strategy(
 
 def test_without_a_real_trimaran_run_its_targets_are_not_judged() -> None:
     assert peer_targets([[run("estimation", [0.9], [1.0])]]) == ([], True)
-    assert peer_targets([[run("trimaran-tlp", [0.9], [1.0])]]) == ([], True)
+
+
+def test_a_real_trimaran_strategy_without_its_other_side_is_not_measured() -> None:
+    skipped = Outcome(BY_KEY["trimaran-lvrb"], skipped="Go is not on PATH")
+    lines, ok = peer_targets([[run("trimaran-tlp", [0.9], [1.0]), skipped]])
+    assert not ok
+    assert lines == [
+        "  targets against trimaran-tlp not measured: estimation did not run",
+        "  targets against trimaran-lvrb not measured: estimation, trimaran-lvrb did not run",
+    ]
+
+
+def test_trimaran_starts_once_its_load_watcher_holds_every_nodes_cpu_average() -> None:
+    cpu = {"name": "instance:node_cpu:ratio", "type": "CPU", "operator": "AVG", "value": 12.0}
+    deviation = {**cpu, "operator": "STD"}
+    memory = {**cpu, "name": "instance:node_memory_utilisation:ratio", "type": "Memory"}
+    answer = {
+        "timestamp": 1,
+        "window": {"duration": "15m", "start": 0, "end": 1},
+        "source": "Prometheus",
+        "data": {
+            "NodeMetricsMap": {
+                "node-1": {"metrics": [cpu, deviation, memory]},
+                "node-2": {"metrics": [deviation, memory]},
+                "node-3": {"metrics": []},
+            }
+        },
+    }
+    assert trimaran.watched(answer) == {"node-1"}
+    assert trimaran.watched({"data": {"NodeMetricsMap": None}}) == set()
+    assert trimaran.watched({}) == set()
