@@ -29,6 +29,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench.descheduler import node_query
 from sandbox.build import ensure_trimaran
 from sandbox.cluster import NodeSpec, Sandbox, SchedulerHandle
 from sandbox.metrics_stack import MetricsStack
@@ -46,21 +47,14 @@ WATCHER_URL = "http://127.0.0.1:2020/watcher"
 
 def rule_group(stack: MetricsStack, nodes: Sequence[NodeSpec], *, interval: str) -> dict[str, Any]:
     """Recording rules for load-watcher's two series, from the bench's ``cpu_usage_active``
-    and ``mem_usage_active`` (percent), as fractions labelled ``instance`` = the Node's name."""
-
-    def renamed(rule: str) -> str:
-        return " or ".join(
-            f'label_replace({rule}{{instance="{stack.instance(node)}"}} / 100, '
-            f'"instance", "{node.name}", "instance", ".*")'
-            for node in nodes
-        )
-
+    and ``mem_usage_active`` (percent), as fractions labelled ``instance`` = the Node's name:
+    renamed as the descheduler's query is (:func:`bench.descheduler.node_query`)."""
     return {
         "name": "load-watcher",
         "interval": interval,
         "rules": [
-            {"record": CPU_SERIES, "expr": renamed("cpu_usage_active")},
-            {"record": MEMORY_SERIES, "expr": renamed("mem_usage_active")},
+            {"record": CPU_SERIES, "expr": node_query(stack, nodes, "cpu_usage_active")},
+            {"record": MEMORY_SERIES, "expr": node_query(stack, nodes, "mem_usage_active")},
         ],
     }
 

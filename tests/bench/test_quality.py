@@ -487,7 +487,7 @@ def test_trimaran_reads_the_bench_usage_as_fractions_per_node_name() -> None:
         ),
     ],
 )
-def test_trimaran_runs_each_plugin_as_its_readme_configures_it_on_the_same_prometheus(
+def test_trimaran_runs_the_plugins_its_readme_enables_at_the_api_defaults(
     plugin: str, disabled: list[str], args: dict[str, object]
 ) -> None:
     profile = trimaran.profile(plugin, "quality", "http://127.0.0.1:9090")

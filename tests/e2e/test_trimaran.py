@@ -64,5 +64,5 @@ def test_target_load_packing_packs_pods_onto_the_node_nearest_its_target(
         placed = sandbox.wait_bound(LABEL, 4, timeout=60)
         assert set(placed.values()) == {"node-3"}, placed
     finally:
-        sandbox.delete_pods(LABEL, force=True)
+        sandbox.delete_pods(LABEL)
         sandbox.stop_scheduler(SCHEDULER)
