@@ -8,7 +8,8 @@ Three hungry pods of one ReplicaSet (1.2 cores each, 500m requested) are stacked
 (the other nodes cordoned while they are created), which puts it at 0.15 + 3 × 1.2 / 8 = 0.60
 of its CPU, above the rebalancer's high threshold 0.5. The pods prefer node-1 and each other
 (preferred node and pod affinity), so kube-scheduler would place a replacement back there:
-only the rebalancer's mark keeps it off. In order: dry-run plans and evicts nothing; a
+only the rebalancer's mark keeps it off. In order: values older than their freshness (Prometheus
+gone, node-1 still reading overloaded) stop all action; dry-run plans and evicts nothing; a
 PodDisruptionBudget at its limit blocks and is counted; without it one pod (the fewest that
 cover 0.8 cores over) is evicted by the leader alone, its replacement lands elsewhere, node-1
 drops under 0.5, and nothing more moves."""
@@ -21,6 +22,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
 from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
-from shared.annotations import Sample, decode
+from shared.annotations import Sample, decode, encode_metric
 from tests.e2e.conftest import NODES
 from tests.e2e.objects import meta_of, name_of, sent_as, spec_of, status_of
 
@@ -184,12 +186,17 @@ def cordon(sandbox: Sandbox, nodes: list[str], cordoned: bool) -> None:
         sandbox.core.patch_node(node, {"spec": {"unschedulable": cordoned}})
 
 
-def evictions(url: str, result: str) -> float:
+def exported(url: str, name: str, label: str = "") -> float:
+    """The sum of ``name``'s samples on ``url``'s ``/metrics`` whose labels hold ``label``."""
     text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-    pattern = (
-        rf'^loadsched_annotator_rebalance_evictions_total\{{[^}}]*result="{result}"[^}}]*\}} (\S+)$'
-    )
+    pattern = rf"^{name}(?:\{{[^}}]*\}})? (\S+)$"
+    if label:
+        pattern = rf"^{name}\{{[^}}]*{label}[^}}]*\}} (\S+)$"
     return sum(float(m) for m in re.findall(pattern, text, re.M))
+
+
+def evictions(url: str, result: str) -> float:
+    return exported(url, "loadsched_annotator_rebalance_evictions_total", f'result="{result}"')
 
 
 def status(sandbox: Sandbox) -> dict[str, Any]:
@@ -252,6 +259,37 @@ def test_a_stacked_node_is_spread_by_the_fewest_evictions_and_never_refilled(
         cordon(sandbox, others, False)
     first = {name_of(p) for p in running(sandbox)}
     assert {spec_of(p).node_name for p in running(sandbox)} == {SOURCE}
+
+    # stale: Prometheus gone, every node's last value older than its freshness (2 s + 5 m),
+    # node-1's still far above its threshold: every node is counted stale, nothing is planned
+    aged = datetime.now(UTC) - timedelta(minutes=6)
+    for node in NODES:
+        value = 0.9 if node.name == SOURCE else BASE
+        sandbox.annotate_node(node.name, {METRIC: encode_metric(value, aged)})
+    stale_url = sandbox.start_annotator(
+        prometheus_url="http://127.0.0.1:9",  # nothing listens: no value is ever refreshed
+        name="rebalancer-stale",
+        args=["--policy", str(dry), "--lease-name", LEASE, "--lease-namespace", "default"],
+    )
+    try:
+        rounds = "loadsched_annotator_rebalance_rounds_total"
+        enough = 2 * POLICY["spec"]["rebalance"]["consecutiveRounds"]
+        wait_for(
+            lambda: exported(stale_url, rounds) >= enough,
+            timeout=60,
+            what=f"{enough} rebalancer rounds on stale values",
+            interval=1,
+        )
+        gauge = "loadsched_annotator_rebalance_nodes"
+        assert exported(stale_url, gauge, 'state="stale"') == len(NODES)
+        assert exported(stale_url, gauge, 'state="over"') == 0
+        assert status(sandbox)["nodes"]["stale"] == len(NODES)
+        assert status(sandbox)["plans"] == []
+        assert exported(stale_url, "loadsched_annotator_rebalance_evictions_total") == 0
+        assert not events(sandbox, "Rebalancing") and marks(sandbox) == {}
+        assert usage_of(sandbox, SOURCE) == 0.9  # still there, never refreshed
+    finally:
+        sandbox.supervisor.stop_named("rebalancer-stale")
 
     # dry run: the plan is published and shown in events; nothing is evicted
     dry_url = annotator(sandbox, world, "rebalancer-dry", dry)
