@@ -5,8 +5,9 @@ Strategies (bench/quality_strategies.py): the plain kube-scheduler; crane's mode
 hot value, no estimation); loadsched with estimation; the real Trimaran TargetLoadPacking and
 LoadVariationRiskBalancing (scheduler-plugins' own scheduler, bench/trimaran.py) and
 loadsched's policies of them (its extender with ``spec.scoring``); on request,
-estimation-wait, estimation-keep (pods gone not subtracted), estimation-minmax and
-estimation-alone (no hot value, scores spread: Koordinator's model). Each starts
+estimation-watch (kube-scheduler binds), estimation-wait, estimation-keep (pods gone not
+subtracted), estimation-minmax and estimation-alone (no hot value, scores spread: Koordinator's
+model). Each starts
 from the same cluster: no bench pods, the exporter at every node's background load, the
 1-minute metrics settled back to it, a fresh annotator, the extender started with the strategy's
 policy and a kube-scheduler with it (or without any extender, for plain).

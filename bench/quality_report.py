@@ -50,6 +50,7 @@ COLORS = {
     "hot-only": "#e67e22",
     "estimation": "#27ae60",
     "estimation-minmax": "#16a085",
+    "estimation-watch": "#52be80",
     "estimation-wait": "#2ecc71",
     "estimation-keep": "#1e8449",
     "estimation-alone": "#0b5345",

@@ -243,7 +243,7 @@ class Harness:
             url = self.box.start_extender(
                 args=["--policy", str(extender_policy), "--log-level", "warning"]
             )
-            spec = ExtenderSpec(url, bind=True)
+            spec = ExtenderSpec(url, bind=strategy.bind)
         if strategy.trimaran is not None:
             self._start_trimaran(strategy, strategy.trimaran)
         else:

@@ -82,6 +82,11 @@ class Strategy:
     trimaran: str | None = None
     """The Trimaran plugin scheduler-plugins' own kube-scheduler runs with, in place of the
     sandbox's (bench/trimaran.py), or ``None``."""
+    bind: bool = True
+    """Through the extender: kube-scheduler delegates binding to it (``bindVerb``, the chart's
+    ``extender.bind: true``), so it counts each pod on its node as it binds it; else
+    kube-scheduler binds, and the extender counts the pod once its watch shows the binding
+    (the chart's default)."""
 
     @property
     def label(self) -> str:
@@ -199,6 +204,13 @@ STRATEGIES = (
         descheduler=True,
     ),
     Strategy(
+        "estimation-watch",
+        "loadsched: estimation + hot value, kube-scheduler binds (the chart's default)",
+        ESTIMATION,
+        HOT_VALUE,
+        bind=False,
+    ),
+    Strategy(
         "estimation-wait",
         "loadsched: estimation + hot value, a pod no node has room for waits (Koordinator)",
         {
@@ -313,5 +325,5 @@ DEFAULT = (
 )
 """What a run compares unless told otherwise: the plain kube-scheduler, crane's model,
 loadsched's recommended policy, the real Trimaran's two plugins and loadsched's own policies
-of them (``estimation-wait``, ``estimation-keep``, ``estimation-minmax``,
-``estimation-alone`` and the evicting strategies on request)."""
+of them (``estimation-watch``, ``estimation-wait``, ``estimation-keep``,
+``estimation-minmax``, ``estimation-alone`` and the evicting strategies on request)."""

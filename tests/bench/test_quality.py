@@ -29,7 +29,13 @@ from bench.quality_report import (
     why,
 )
 from bench.quality_run import Outcome, decision_counts, verb_seconds
-from bench.quality_strategies import BY_KEY, DEFAULT, EVICTIONS_PER_NODE, STRATEGIES
+from bench.quality_strategies import (
+    BY_KEY,
+    DEFAULT,
+    EVICTIONS_PER_NODE,
+    HOT_VALUE,
+    STRATEGIES,
+)
 from extender.scheduling.metrics import ExtenderMetrics
 from sandbox.cluster import NodeSpec
 from sandbox.workload import GI as GiB
@@ -114,6 +120,9 @@ def test_every_strategy_the_issue_names_is_there() -> None:
         "whenNoNodeHasRoom": "wait",
     }
     assert BY_KEY["estimation-wait"].cannot_run() is None
+    watching = BY_KEY["estimation-watch"]
+    assert watching.policy() == BY_KEY["estimation"].policy() and watching.hot_value == HOT_VALUE
+    assert not watching.bind and all(s.bind for s in STRATEGIES if s is not watching)
     spread = BY_KEY["estimation-minmax"].policy()["spec"]
     assert spread["scoring"] == {"normalize": "minMax"}
     assert {k: v for k, v in spread.items() if k != "scoring"} == BY_KEY["estimation"].policy()[
