@@ -17,7 +17,6 @@ drops under 0.5, and nothing more moves."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 import urllib.request
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client as k8s
+from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox import kwok
 from sandbox.cluster import Sandbox
@@ -186,17 +186,19 @@ def cordon(sandbox: Sandbox, nodes: list[str], cordoned: bool) -> None:
         sandbox.core.patch_node(node, {"spec": {"unschedulable": cordoned}})
 
 
-def exported(url: str, name: str, label: str = "") -> float:
-    """The sum of ``name``'s samples on ``url``'s ``/metrics`` whose labels hold ``label``."""
+def exported(url: str, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples on ``url``'s ``/metrics`` that carry ``labels``."""
     text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-    pattern = rf"^{name}(?:\{{[^}}]*\}})? (\S+)$"
-    if label:
-        pattern = rf"^{name}\{{[^}}]*{label}[^}}]*\}} (\S+)$"
-    return sum(float(m) for m in re.findall(pattern, text, re.M))
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and labels.items() <= sample.labels.items()
+    )
 
 
 def evictions(url: str, result: str) -> float:
-    return exported(url, "loadsched_annotator_rebalance_evictions_total", f'result="{result}"')
+    return exported(url, "loadsched_annotator_rebalance_evictions_total", result=result)
 
 
 def status(sandbox: Sandbox) -> dict[str, Any]:
@@ -226,9 +228,9 @@ def events(sandbox: Sandbox, reason: str) -> list[k8s.CoreV1Event]:
     return [e for e in sandbox.core.list_namespaced_event(NAMESPACE).items if e.reason == reason]
 
 
-def annotator(sandbox: Sandbox, stack: MetricsStack, name: str, policy: Path) -> str:
+def annotator(sandbox: Sandbox, prometheus: str, name: str, policy: Path) -> str:
     return sandbox.start_annotator(
-        prometheus_url=stack.prometheus.url,
+        prometheus_url=prometheus,
         name=name,
         args=["--policy", str(policy), "--lease-name", LEASE, "--lease-namespace", "default"],
     )
@@ -266,11 +268,8 @@ def test_a_stacked_node_is_spread_by_the_fewest_evictions_and_never_refilled(
     for node in NODES:
         value = 0.9 if node.name == SOURCE else BASE
         sandbox.annotate_node(node.name, {METRIC: encode_metric(value, aged)})
-    stale_url = sandbox.start_annotator(
-        prometheus_url="http://127.0.0.1:9",  # nothing listens: no value is ever refreshed
-        name="rebalancer-stale",
-        args=["--policy", str(dry), "--lease-name", LEASE, "--lease-namespace", "default"],
-    )
+    # nothing listens on port 9: no value is ever refreshed
+    stale_url = annotator(sandbox, "http://127.0.0.1:9", "rebalancer-stale", dry)
     try:
         rounds = "loadsched_annotator_rebalance_rounds_total"
         enough = 2 * POLICY["spec"]["rebalance"]["consecutiveRounds"]
@@ -281,8 +280,8 @@ def test_a_stacked_node_is_spread_by_the_fewest_evictions_and_never_refilled(
             interval=1,
         )
         gauge = "loadsched_annotator_rebalance_nodes"
-        assert exported(stale_url, gauge, 'state="stale"') == len(NODES)
-        assert exported(stale_url, gauge, 'state="over"') == 0
+        assert exported(stale_url, gauge, state="stale") == len(NODES)
+        assert exported(stale_url, gauge, state="over") == 0
         assert status(sandbox)["nodes"]["stale"] == len(NODES)
         assert status(sandbox)["plans"] == []
         assert exported(stale_url, "loadsched_annotator_rebalance_evictions_total") == 0
@@ -292,7 +291,7 @@ def test_a_stacked_node_is_spread_by_the_fewest_evictions_and_never_refilled(
         sandbox.supervisor.stop_named("rebalancer-stale")
 
     # dry run: the plan is published and shown in events; nothing is evicted
-    dry_url = annotator(sandbox, world, "rebalancer-dry", dry)
+    dry_url = annotator(sandbox, world.prometheus.url, "rebalancer-dry", dry)
     try:
         wait_for(
             lambda: any(p["moves"] for p in status(sandbox).get("plans", [])),
@@ -333,7 +332,8 @@ def test_a_stacked_node_is_spread_by_the_fewest_evictions_and_never_refilled(
         what="the budget to count the pods",
     )
     urls = {
-        name: annotator(sandbox, world, name, live) for name in ("rebalancer-a", "rebalancer-b")
+        name: annotator(sandbox, world.prometheus.url, name, live)
+        for name in ("rebalancer-a", "rebalancer-b")
     }
     try:
         wait_for(
