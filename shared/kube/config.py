@@ -24,6 +24,12 @@ DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 """Every request but watches: 10 s overall, 5 s to connect."""
 WATCH_TIMEOUT = httpx.Timeout(None, connect=5.0)
 """Watches are long polls bounded by the server's ``timeoutSeconds``."""
+KEEPALIVE_EXPIRY = 60.0
+"""Seconds an idle connection to the API server is kept for the next request. kube-apiserver
+closes one idle for 90 s (its serving's ``IdleTimeout``); closing ours first, we never send on
+a connection it is closing. httpx's default, 5 s, closed them between a quiet spell's
+requests: each request after a pause, and each of a burst's bindings at once, paid a TLS
+handshake (the CPU of both sides)."""
 
 
 class BearerAuth(httpx.Auth):
@@ -75,7 +81,9 @@ class KubeEndpoint:
         Keep ``max_connections`` near the number of requests in flight: httpcore checks every
         pooled connection on every request, so idle connections cost CPU."""
         limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=max_connections
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=KEEPALIVE_EXPIRY,
         )
         client = (direct_module.DirectClient if direct else httpx.AsyncClient)(
             limits=limits,

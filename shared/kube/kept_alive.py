@@ -21,11 +21,9 @@ from collections import deque
 import httpx
 
 from shared.kube import direct
+from shared.kube.config import KEEPALIVE_EXPIRY
 from shared.kube.direct import AnswerReader, Origin, Route, header
 from shared.kube.status import raise_for_status, unreachable
-
-KEEPALIVE_EXPIRY = 5.0
-"""Seconds an idle connection is kept (httpx's default): the API server closes idle ones."""
 
 
 class Connection(AnswerReader):

@@ -10,9 +10,9 @@ import pytest
 from annotator.patching import NodePatcher, PatchTransport, kube_client
 from shared.errors import APIServerError, APIUnauthorizedError, APIUnreachableError
 from shared.kube import direct
-from shared.kube.config import KubeEndpoint
+from shared.kube.config import KEEPALIVE_EXPIRY, KubeEndpoint
 from shared.kube.retrying import RetryPolicy
-from tests.fakes.raw_server import OK, Received, Serve
+from tests.fakes.raw_server import OK, PoolClock, Received, Serve
 
 pytestmark = pytest.mark.anyio
 
@@ -55,6 +55,21 @@ async def test_concurrent_patches_each_take_their_own_connection(serve: Serve) -
         )
     assert started.server.connections == 4
     assert len(started.server.received) == 8
+
+
+async def test_a_connection_idle_under_the_keepalive_expiry_is_reused(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round of patches a minute after the last goes over the same connection; past
+    KEEPALIVE_EXPIRY it is closed and a new one opened."""
+    clock = PoolClock(monkeypatch)
+    started = await serve(lambda r: OK)
+    async with kube_client(started.endpoint, max_connections=4) as client:
+        for pause in (0.0, KEEPALIVE_EXPIRY - 1, KEEPALIVE_EXPIRY + 1):
+            clock.idle(pause)
+            response = await client.patch("/api/v1/nodes/n1", content=b"{}")
+            assert response.status_code == 200
+    assert [r.connection for r in started.server.received] == [1, 1, 2]
 
 
 async def test_other_methods_go_to_the_fallback(serve: Serve) -> None:

@@ -5,9 +5,14 @@ answered with bytes the test gives. ``serve`` (a fixture of ``tests/conftest.py`
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import httpcore._async.http11
+import pytest
+
+from shared.kube import kept_alive
 from shared.kube.config import KubeEndpoint
 
 OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok":true}'
@@ -84,3 +89,20 @@ class Servers:
 
 Serve = Callable[[Callable[[Received], bytes | None]], Awaitable[Started]]
 """The ``serve`` fixture: starts a server answering with the function given."""
+
+
+class PoolClock:
+    """``time`` as the connection pools read it (httpcore's, :mod:`shared.kube.kept_alive`'s),
+    moved ahead by :meth:`idle`: a quiet spell passes without waiting for it, and nothing
+    else's clock moves (the event loop's timers keep real time)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ahead = 0.0
+        monkeypatch.setattr(httpcore._async.http11, "time", self)
+        monkeypatch.setattr(kept_alive, "time", self)
+
+    def idle(self, seconds: float) -> None:
+        self.ahead += seconds
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead

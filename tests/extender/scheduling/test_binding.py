@@ -12,9 +12,9 @@ import pytest
 
 from extender.scheduling.binding import BINDS_AT_ONCE, Binder
 from extender.scheduling.wire import BindingArgs
-from shared.kube.config import KubeEndpoint
+from shared.kube.config import KEEPALIVE_EXPIRY, KubeEndpoint
 from shared.kube.retrying import RetryPolicy
-from tests.fakes.raw_server import OK, Received, Serve, Started
+from tests.fakes.raw_server import OK, PoolClock, Received, Serve, Started
 
 pytestmark = pytest.mark.anyio
 
@@ -100,6 +100,30 @@ async def test_bindings_reuse_the_connections_kept(serve: Serve) -> None:
             assert all(r.Error == "" for r in results)
     assert len(started.server.received) == 3 * BINDS_AT_ONCE
     assert started.server.connections == BINDS_AT_ONCE
+
+
+async def test_bindings_after_a_quiet_spell_reuse_the_connections_kept(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst a minute after the last is written over the connections that one left, not
+    over new ones (a TLS handshake each); past KEEPALIVE_EXPIRY they are closed, before the
+    API server closes them (90 s idle), and new ones opened."""
+    clock = PoolClock(monkeypatch)
+    started = await serve(lambda r: OK)
+    async with attached(started) as binder:
+
+        async def burst(tag: str) -> None:
+            results = await asyncio.gather(*(binder.bind(args(f"{tag}{i}")) for i in range(4)))
+            assert all(r.Error == "" for r in results)
+
+        await burst("a")
+        clock.idle(KEEPALIVE_EXPIRY - 1)
+        await burst("b")
+        assert started.server.connections == 4
+        clock.idle(KEEPALIVE_EXPIRY + 1)
+        await burst("c")
+    assert started.server.connections == 8
+    assert len(started.server.received) == 12
 
 
 async def test_a_refused_binding_is_returned_to_kube_scheduler(serve: Serve) -> None:
