@@ -26,8 +26,9 @@ sample in out/quality.json.
         [--seed 7] [--quick]
 
 Each round's table is followed by what the extender's filter did for want of room, per strategy
-it served (answers that placed a pod no node had room for; node refusals for want of room). A
-missed target is followed by what the recording shows behind it (the nodes that carried the
+it served (answers that placed a pod no node had room for; node refusals for want of room), and
+kube-scheduler's mean time per pod by step, per strategy (algorithm, attempt, queued to bound:
+``bench.quality_run.SCHEDULER_STEPS``). A missed target is followed by what the recording shows behind it (the nodes that carried the
 overload, or the pods slower than the latency bound, each round). ``--from`` prints a saved
 run's report again without running anything; given several saved runs (of the same traces:
 the same ``--seed`` and ``--quick``), it pools their rounds and judges the targets on each

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality_moves import Moves
-from bench.quality_run import NODE_CPUS, Outcome
+from bench.quality_run import NODE_CPUS, SCHEDULER_STEPS, Outcome
 from bench.quality_strategies import BY_KEY, CPU_LIMIT, EVICTING, FACTORS, MEMORY_LIMIT
 from bench.results import Figure
 from bench.results import measured as judged
@@ -42,6 +42,12 @@ PEERS = {
 }
 """Each real Trimaran strategy: estimation's two targets against it, and loadsched's own
 policy of the same plugin, printed beside."""
+BESIDE_PEERS = {
+    "estimation-watch": "estimation, kube-scheduler binds: the chart's default",
+    "minimal-extender": "an HTTP extender that decides nothing",
+}
+"""Printed beside each real Trimaran strategy when they ran, not judged: the recommended
+policy without the bind verb, and the latency floor of any HTTP extender."""
 FIGURES: list[Figure] = []
 """The targets' figures as judged, for out/results (:mod:`bench.results`)."""
 
@@ -51,6 +57,7 @@ COLORS = {
     "estimation": "#27ae60",
     "estimation-minmax": "#16a085",
     "estimation-watch": "#52be80",
+    "minimal-extender": "#95a5a6",
     "estimation-wait": "#2ecc71",
     "estimation-keep": "#1e8449",
     "estimation-alone": "#0b5345",
@@ -229,6 +236,14 @@ def peer_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]:
                 f"(ratio {_ratio(ours.overload, peer.overload):.2f}), latency p99 "
                 f"{ours.latency_p99:.2f} s / {peer.latency_p99:.2f} s"
             )
+        for other, what in BESIDE_PEERS.items():
+            if (theirs := medians.get(other)) is not None:
+                beside.append(
+                    f"  {other} ({what}) beside {key}: overload node-s "
+                    f"{theirs.overload:.0f} / {peer.overload:.0f}, latency p99 "
+                    f"{theirs.latency_p99:.2f} s / {peer.latency_p99:.2f} s "
+                    f"(ratio {_ratio(theirs.latency_p99, peer.latency_p99):.2f})"
+                )
     lines, ok = judge(checks)
     return lines + beside + unmeasured, ok and not unmeasured
 
@@ -314,15 +329,25 @@ def _bind_times(outcomes: Sequence[Outcome]) -> str:
 
 def render_decisions(outcomes: Sequence[Outcome]) -> list[str]:
     """Per strategy run through the extender: what its filter did for want of room, and its
-    mean time per call by verb."""
+    mean time per call by verb; per strategy, kube-scheduler's mean time per pod by step."""
     lines = [f"  {o.strategy.key}: {decided(o.decisions)}" for o in outcomes if o.decisions]
-    return lines + [f"  {o.strategy.key}: {timed(o.verbs)}" for o in outcomes if o.verbs]
+    lines += [f"  {o.strategy.key}: {timed(o.verbs)}" for o in outcomes if o.verbs]
+    return lines + [f"  {o.strategy.key}: {stepped(o.scheduler)}" for o in outcomes if o.scheduler]
 
 
 def timed(verbs: dict[str, float]) -> str:
     """The extender's mean time per call by verb (:func:`bench.quality_run.verb_seconds`)."""
     each = ", ".join(f"{verb} {seconds * 1000:.2f} ms" for verb, seconds in sorted(verbs.items()))
     return f"the extender's mean time per call: {each}"
+
+
+def stepped(steps: dict[str, float]) -> str:
+    """kube-scheduler's mean time per pod by step (:func:`bench.quality_run.scheduler_seconds`),
+    the narrowest first: each includes the one before."""
+    each = ", ".join(
+        f"{step} {steps[step] * 1000:.1f} ms" for step in SCHEDULER_STEPS if step in steps
+    )
+    return f"kube-scheduler's mean time per pod: {each}"
 
 
 def decided(decisions: dict[str, float]) -> str:
@@ -413,6 +438,7 @@ def replayed(record: dict[str, Any]) -> Outcome:
         bound={pod: (node, at) for pod, (node, at) in record.get("bound", {}).items()},
         decisions=dict(record.get("decisions", {})),
         verbs=dict(record.get("verbs", {})),
+        scheduler=dict(record.get("scheduler", {})),
         moves=Moves(**record["moves"]) if record.get("moves") else None,
         seconds=record.get("seconds", 0.0),
     )
@@ -430,6 +456,7 @@ def recorded(outcome: Outcome) -> dict[str, object]:
         "bound": outcome.bound,
         "decisions": outcome.decisions,
         "verbs": outcome.verbs,
+        "scheduler": outcome.scheduler,
         "moves": dataclasses.asdict(outcome.moves) if outcome.moves else None,
         "seconds": outcome.seconds,
         "times": recording.times,

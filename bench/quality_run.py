@@ -157,6 +157,35 @@ def verb_seconds(text: str) -> dict[str, float]:
     return {verb: sums.get(verb, 0.0) / n for verb, n in counts.items() if n}
 
 
+SCHEDULER_STEPS = {
+    "algorithm": ("scheduler_scheduling_algorithm_duration_seconds", {}),
+    "attempt": ("scheduler_scheduling_attempt_duration_seconds", {"result": "scheduled"}),
+    "queued to bound": ("scheduler_pod_scheduling_sli_duration_seconds", {}),
+}
+"""What :func:`scheduler_seconds` reads off kube-scheduler's metrics: per step, a histogram
+and the labels its samples must have. ``algorithm``: one pod's filtering and scoring, the
+extender's calls included; ``attempt``: the algorithm and the binding (through the extender,
+with its bind verb); ``queued to bound``: from the pod entering the scheduling queue to its
+binding, the wait behind the pods before it included."""
+
+
+def scheduler_seconds(text: str) -> dict[str, float]:
+    """From kube-scheduler's ``/metrics`` (Prometheus text): its mean seconds per observation
+    of each of :data:`SCHEDULER_STEPS` observed at least once, summed over other labels."""
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            for step, (name, labels) in SCHEDULER_STEPS.items():
+                if sample.name not in (f"{name}_sum", f"{name}_count") or any(
+                    sample.labels.get(k) != v for k, v in labels.items()
+                ):
+                    continue
+                into = sums if sample.name.endswith("_sum") else counts
+                into[step] = into.get(step, 0.0) + sample.value
+    return {step: sums.get(step, 0.0) / n for step, n in counts.items() if n}
+
+
 @dataclass
 class Outcome:
     strategy: Strategy
@@ -173,6 +202,9 @@ class Outcome:
     """What the extender counted over the run (:func:`decision_counts`); empty without one."""
     verbs: dict[str, float] = field(default_factory=dict)
     """The extender's mean seconds per call, by verb, over the run (:func:`verb_seconds`)."""
+    scheduler: dict[str, float] = field(default_factory=dict)
+    """kube-scheduler's mean seconds per pod, by step, over the run (:func:`scheduler_seconds`;
+    each strategy starts its own kube-scheduler, which schedules only the trace's pods)."""
     skipped: str | None = None
     """Why the strategy did not run."""
     moves: Moves | None = None
@@ -199,7 +231,7 @@ class Harness:
         back at it (1-minute averages and deviations forget the last run)."""
         for name in list(self.box.schedulers):
             self.box.stop_scheduler(name)
-        for name in ("extender", "annotator"):
+        for name in ("extender", "minimal-extender", "annotator"):
             if self.box.supervisor.running(name):
                 self.box.supervisor.stop_named(name)
         descheduler.stop(self.box)
@@ -224,8 +256,8 @@ class Harness:
             self.box.annotate_node(node.name, dict.fromkeys(CLEARED))
 
     def start(self, strategy: Strategy) -> str | None:
-        """Start the strategy's annotator, extender (if it uses one) and kube-scheduler;
-        the extender's URL, or ``None`` without one."""
+        """Start the strategy's annotator, extender (if it uses one, or the minimal one) and
+        kube-scheduler; loadsched's extender's URL, or ``None`` without it."""
         extender_policy, annotator_policy = strategy.write(self.folder)
         since = datetime.now(UTC).replace(microsecond=0)
         self.box.start_annotator(
@@ -244,6 +276,8 @@ class Harness:
                 args=["--policy", str(extender_policy), "--log-level", "warning"]
             )
             spec = ExtenderSpec(url, bind=strategy.bind)
+        elif strategy.minimal:
+            spec = ExtenderSpec(self.box.start_minimal_extender(), preempt=False)
         if strategy.trimaran is not None:
             self._start_trimaran(strategy, strategy.trimaran)
         else:
@@ -308,6 +342,9 @@ class Harness:
             self._play(strategy, trace, store, outcome)
         finally:
             close()
+        outcome.scheduler = scheduler_seconds(
+            self.box.scheduler_metrics(f"quality-{strategy.label}")
+        )
         if extender is not None:
             with httpx.Client(base_url=extender, timeout=10) as client:
                 text = client.get("/metrics").raise_for_status().text

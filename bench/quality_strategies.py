@@ -87,6 +87,11 @@ class Strategy:
     ``extender.bind: true``), so it counts each pod on its node as it binds it; else
     kube-scheduler binds, and the extender counts the pod once its watch shows the binding
     (the chart's default)."""
+    minimal: bool = False
+    """kube-scheduler calls the minimal Go extender (``hack/minimal-extender``) instead of
+    loadsched's: every node passes with score 0, nothing is bound through it. It places as
+    the plain kube-scheduler does, with the extender protocol's cost: the latency any HTTP
+    extender starts from."""
 
     @property
     def label(self) -> str:
@@ -211,6 +216,11 @@ STRATEGIES = (
         bind=False,
     ),
     Strategy(
+        "minimal-extender",
+        "plain kube-scheduler + an HTTP extender that decides nothing (Go, names only)",
+        minimal=True,
+    ),
+    Strategy(
         "estimation-wait",
         "loadsched: estimation + hot value, a pod no node has room for waits (Koordinator)",
         {
@@ -325,5 +335,5 @@ DEFAULT = (
 )
 """What a run compares unless told otherwise: the plain kube-scheduler, crane's model,
 loadsched's recommended policy, the real Trimaran's two plugins and loadsched's own policies
-of them (``estimation-watch``, ``estimation-wait``, ``estimation-keep``,
+of them (``estimation-watch``, ``minimal-extender``, ``estimation-wait``, ``estimation-keep``,
 ``estimation-minmax``, ``estimation-alone`` and the evicting strategies on request)."""

@@ -63,9 +63,7 @@ from bench.lease_option import add_lease_option, renewals
 from bench.results import Figure, measured, record
 from bench.stats import median_interval
 from bench.targets import target
-from sandbox.build import ensure_minimal_extender
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port, http_ok, pod_body
-from sandbox.processes import wait_for
+from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
 from shared.annotations import encode_metric
 from shared.kube.config import load_endpoint
 from shared.kube.watching import Reflector
@@ -344,20 +342,6 @@ class Bench:
         return batch
 
 
-def start_minimal_extender(box: Sandbox) -> str:
-    binary = ensure_minimal_extender()
-    port = free_port()
-    box.supervisor.start("minimal-extender", [str(binary), f"127.0.0.1:{port}"])
-    url = f"http://127.0.0.1:{port}"
-    wait_for(
-        lambda: http_ok(f"{url}/readyz"),
-        timeout=30,
-        what="minimal extender /readyz",
-        guard=box.supervisor,
-    )
-    return url
-
-
 def report(
     bench: Bench, rounds: int, nodes_count: int, percentage: int, churn: AnnotationChurn
 ) -> bool:
@@ -513,7 +497,7 @@ def main() -> int:
         box.create_nodes(specs, workers=16)
         print(renewals(options.nodes, options.lease_seconds), file=sys.stderr)
         loadsched_url = box.start_extender(args=["--log-level", "warning", *options.extender_arg])
-        minimal_url = start_minimal_extender(box)
+        minimal_url = box.start_minimal_extender()
         extenders: dict[str, ExtenderSpec | None] = {
             "plain": None,
             "minimal": ExtenderSpec(minimal_url, preempt=False),

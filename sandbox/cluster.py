@@ -33,7 +33,13 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from sandbox import kwok
-from sandbox.build import apiserver_flags, ensure_etcd, ensure_kube_binaries, ensure_kwok
+from sandbox.build import (
+    apiserver_flags,
+    ensure_etcd,
+    ensure_kube_binaries,
+    ensure_kwok,
+    ensure_minimal_extender,
+)
 from sandbox.pki import CertFiles, CertificateAuthority, service_account_keys
 from sandbox.processes import Supervisor, wait_for
 from shared.quantity import parse_quantity
@@ -469,6 +475,26 @@ class Sandbox:
         context.load_cert_chain(str(files.cert), str(files.key))
         return context
 
+    def scheduler_metrics(self, name: str) -> str:
+        """kube-scheduler ``name``'s ``/metrics`` (Prometheus text), asked as a cluster admin:
+        it delegates the check to the API server and may refuse (403) until it has read the
+        authentication ConfigMap, so it is asked again for up to 30 s. Its serving
+        certificate is its own, self-signed."""
+        context = self.admin_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        url = f"https://127.0.0.1:{self.schedulers[name].port}/metrics"
+        text = ""
+
+        def read() -> bool:
+            nonlocal text
+            with urllib.request.urlopen(url, timeout=10, context=context) as response:
+                text = response.read().decode()
+            return True
+
+        wait_for(read, timeout=30, what=f"kube-scheduler {name} /metrics", interval=1)
+        return text
+
     def apiserver_requests(self, verb: str) -> dict[str, int]:
         """``apiserver_request_total`` for ``verb`` per resource since kube-apiserver (re)started."""
         request = urllib.request.Request(f"{self.api_url}/metrics")
@@ -541,6 +567,22 @@ class Sandbox:
             ["--host", "127.0.0.1", *args],
             self._kubeconfig_via(name, "extender", api_port),
         )
+
+    def start_minimal_extender(self) -> str:
+        """The minimal Go extender (``hack/minimal-extender``: every node passes, score 0)
+        on 127.0.0.1, as process ``minimal-extender``; returns its URL. What any HTTP
+        extender costs kube-scheduler, apart from what it decides."""
+        binary = ensure_minimal_extender()
+        port = free_port()
+        self.supervisor.start("minimal-extender", [str(binary), f"127.0.0.1:{port}"])
+        url = f"http://127.0.0.1:{port}"
+        wait_for(
+            lambda: http_ok(f"{url}/readyz"),
+            timeout=30,
+            what="minimal extender /readyz",
+            guard=self.supervisor,
+        )
+        return url
 
     def _kubeconfig_via(self, name: str, account: str, api_port: int | None) -> Path | None:
         """``account``'s kubeconfig with the API server at ``api_port`` (a relay in front of

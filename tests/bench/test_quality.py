@@ -28,7 +28,7 @@ from bench.quality_report import (
     targets,
     why,
 )
-from bench.quality_run import Outcome, decision_counts, verb_seconds
+from bench.quality_run import Outcome, decision_counts, scheduler_seconds, verb_seconds
 from bench.quality_strategies import (
     BY_KEY,
     DEFAULT,
@@ -553,6 +553,33 @@ def test_estimation_is_judged_against_each_real_trimaran_strategy(
     ]
 
 
+def test_the_chart_default_binding_and_the_extender_floor_are_printed_beside_trimaran() -> None:
+    """estimation-watch and minimal-extender are not judged: their overload and latency are
+    printed beside each real Trimaran strategy that ran, the latency as a ratio."""
+    outcomes = [
+        run("estimation", [0.9] * 2 + [0.1] * 18, [0.5, 1.0]),
+        run("trimaran-tlp", [0.9] * 4 + [0.1] * 16, [0.5, 1.0]),
+        run("estimation-watch", [0.9] * 3 + [0.1] * 17, [0.5, 0.9]),
+        run("minimal-extender", [0.9] * 9 + [0.1] * 11, [0.5, 1.5]),
+    ]
+    lines, ok = peer_targets([outcomes])
+    assert ok
+    assert lines[2:] == [
+        "  estimation-watch (estimation, kube-scheduler binds: the chart's default) beside "
+        "trimaran-tlp: overload node-s 3 / 4, latency p99 0.90 s / 1.00 s (ratio 0.90)",
+        "  minimal-extender (an HTTP extender that decides nothing) beside trimaran-tlp: "
+        "overload node-s 9 / 4, latency p99 1.50 s / 1.00 s (ratio 1.50)",
+    ]
+
+
+def test_the_minimal_extender_strategy_runs_no_loadsched_extender() -> None:
+    minimal = BY_KEY["minimal-extender"]
+    assert minimal.minimal and not minimal.uses_extender and minimal.trimaran is None
+    assert minimal.hot_value == [] and minimal.rebalance is None and not minimal.descheduler
+    assert minimal.cannot_run() is None
+    assert [s.key for s in STRATEGIES if s.minimal] == ["minimal-extender"]
+
+
 def test_without_a_real_trimaran_run_its_targets_are_not_judged() -> None:
     assert peer_targets([[run("estimation", [0.9], [1.0])]]) == ([], True)
 
@@ -586,3 +613,42 @@ def test_trimaran_starts_once_its_load_watcher_holds_every_nodes_cpu_average() -
     assert trimaran.watched(answer) == {"node-1"}
     assert trimaran.watched({"data": {"NodeMetricsMap": None}}) == set()
     assert trimaran.watched({}) == set()
+
+
+def test_kube_schedulers_time_per_pod_is_read_off_its_metrics() -> None:
+    """Means per step over kube-scheduler's histograms (labels summed): two pods' algorithm
+    of 4 and 8 ms; attempts counted only when scheduled; queued to bound over both attempt
+    labels. Printed per strategy, and kept in the saved run."""
+    text = "\n".join(
+        [
+            "# TYPE scheduler_scheduling_algorithm_duration_seconds histogram",
+            'scheduler_scheduling_algorithm_duration_seconds_bucket{le="+Inf"} 2',
+            "scheduler_scheduling_algorithm_duration_seconds_sum 0.012",
+            "scheduler_scheduling_algorithm_duration_seconds_count 2",
+            "# TYPE scheduler_scheduling_attempt_duration_seconds histogram",
+            'scheduler_scheduling_attempt_duration_seconds_bucket{profile="q",result="scheduled",le="+Inf"} 2',
+            'scheduler_scheduling_attempt_duration_seconds_sum{profile="q",result="scheduled"} 0.05',
+            'scheduler_scheduling_attempt_duration_seconds_count{profile="q",result="scheduled"} 2',
+            'scheduler_scheduling_attempt_duration_seconds_bucket{profile="q",result="error",le="+Inf"} 1',
+            'scheduler_scheduling_attempt_duration_seconds_sum{profile="q",result="error"} 9',
+            'scheduler_scheduling_attempt_duration_seconds_count{profile="q",result="error"} 1',
+            "# TYPE scheduler_pod_scheduling_sli_duration_seconds histogram",
+            'scheduler_pod_scheduling_sli_duration_seconds_bucket{attempts="1",le="+Inf"} 1',
+            'scheduler_pod_scheduling_sli_duration_seconds_sum{attempts="1"} 0.03',
+            'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="1"} 1',
+            'scheduler_pod_scheduling_sli_duration_seconds_bucket{attempts="2",le="+Inf"} 1',
+            'scheduler_pod_scheduling_sli_duration_seconds_sum{attempts="2"} 0.09',
+            'scheduler_pod_scheduling_sli_duration_seconds_count{attempts="2"} 1',
+            "",
+        ]
+    )
+    steps = scheduler_seconds(text)
+    assert steps == pytest.approx({"algorithm": 0.006, "attempt": 0.025, "queued to bound": 0.06})
+    assert scheduler_seconds("") == {}
+    outcome = run("trimaran-tlp", [0.1] * 4, [0.5])
+    outcome.scheduler = steps
+    assert render_decisions([outcome]) == [
+        "  trimaran-tlp: kube-scheduler's mean time per pod: algorithm 6.0 ms, attempt 25.0 ms, "
+        "queued to bound 60.0 ms"
+    ]
+    assert replayed(json.loads(json.dumps(recorded(outcome)))).scheduler == steps
