@@ -24,7 +24,7 @@ import msgspec
 from shared.errors import APINotFoundError
 from shared.kube import direct as direct_module
 from shared.kube import patching
-from shared.kube.config import KubeEndpoint
+from shared.kube.config import KEEPALIVE_EXPIRY, KubeEndpoint
 from shared.kube.kept_alive import ConnectionPool, DirectWrite
 from shared.kube.paths import NODES
 from shared.kube.requesting import DEFAULT_RETRY, retried
@@ -140,7 +140,9 @@ class PatchTransport(httpx.AsyncBaseTransport):
         self._fallback = fallback or httpx.AsyncHTTPTransport(
             verify=tls or True,
             limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
             ),
         )
         self.pool = ConnectionPool(tls, max_connections)

@@ -27,9 +27,10 @@ sample in out/quality.json.
 
 Each round's table is followed by what the extender's filter did for want of room, per strategy
 it served (answers that placed a pod no node had room for; node refusals for want of room), and
-kube-scheduler's mean time per pod by step, per strategy (algorithm, attempt, queued to bound:
-``bench.quality_run.SCHEDULER_STEPS``). A missed target is followed by what the recording shows behind it (the nodes that carried the
-overload, or the pods slower than the latency bound, each round). ``--from`` prints a saved
+kube-scheduler's own mean times, per strategy (algorithm, attempt, queued to bound:
+``bench.quality_run.SCHEDULER_STEPS``). A missed target is followed by what the recording
+shows behind it (the nodes that carried the overload, or the pods slower than the latency
+bound, each round). ``--from`` prints a saved
 run's report again without running anything; given several saved runs (of the same traces:
 the same ``--seed`` and ``--quick``), it pools their rounds and judges the targets on each
 strategy's median over all of them, a verdict less at the mercy of one run's spread.
@@ -77,6 +78,7 @@ from bench.quality_strategies import (
 from bench.results import record
 from sandbox.build import (
     ensure_descheduler,
+    ensure_minimal_extender,
     ensure_trimaran,
     trimaran_kube_version,
     trimaran_version,
@@ -231,6 +233,8 @@ def build_peers(strategies: list[Strategy]) -> None:
                 ensure_trimaran(say)
             if strategy.descheduler:
                 ensure_descheduler(say)
+            if strategy.minimal:
+                ensure_minimal_extender(say)
 
 
 def report(

@@ -329,7 +329,7 @@ def _bind_times(outcomes: Sequence[Outcome]) -> str:
 
 def render_decisions(outcomes: Sequence[Outcome]) -> list[str]:
     """Per strategy run through the extender: what its filter did for want of room, and its
-    mean time per call by verb; per strategy, kube-scheduler's mean time per pod by step."""
+    mean time per call by verb; per strategy, kube-scheduler's mean time by step."""
     lines = [f"  {o.strategy.key}: {decided(o.decisions)}" for o in outcomes if o.decisions]
     lines += [f"  {o.strategy.key}: {timed(o.verbs)}" for o in outcomes if o.verbs]
     return lines + [f"  {o.strategy.key}: {stepped(o.scheduler)}" for o in outcomes if o.scheduler]
@@ -342,12 +342,11 @@ def timed(verbs: dict[str, float]) -> str:
 
 
 def stepped(steps: dict[str, float]) -> str:
-    """kube-scheduler's mean time per pod by step (:func:`bench.quality_run.scheduler_seconds`),
-    the narrowest first: each includes the one before."""
+    """kube-scheduler's mean time by step (:func:`bench.quality_run.scheduler_seconds`)."""
     each = ", ".join(
         f"{step} {steps[step] * 1000:.1f} ms" for step in SCHEDULER_STEPS if step in steps
     )
-    return f"kube-scheduler's mean time per pod: {each}"
+    return f"kube-scheduler's mean times: {each}"
 
 
 def decided(decisions: dict[str, float]) -> str:

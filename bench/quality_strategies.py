@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from sandbox.build import trimaran_binary
+from sandbox.build import minimal_extender_binary, trimaran_binary
 from shared.errors import ConfigError
 from shared.policy import parse_policy
 
@@ -122,11 +122,13 @@ class Strategy:
         }
 
     def cannot_run(self) -> str | None:
-        """Why this strategy cannot run here (a policy this loadsched refuses, or the real
-        descheduler out of reach), or ``None``."""
+        """Why this strategy cannot run here (a policy this loadsched refuses, the real
+        descheduler out of reach, or a Go build it needs), or ``None``."""
         if self.descheduler and (reason := descheduler_unavailable()) is not None:
             return reason
         if self.trimaran and (reason := trimaran_unavailable()) is not None:
+            return reason
+        if self.minimal and (reason := minimal_unavailable()) is not None:
             return reason
         if self.spec is None:
             return None
@@ -218,6 +220,7 @@ STRATEGIES = (
     Strategy(
         "minimal-extender",
         "plain kube-scheduler + an HTTP extender that decides nothing (Go, names only)",
+        bind=False,
         minimal=True,
     ),
     Strategy(
@@ -313,6 +316,14 @@ def descheduler_unavailable() -> str | None:
         return "the descheduler needs root here (its CA file is mounted in a private namespace)"
     if shutil.which("unshare") is None:
         return "the descheduler needs unshare (util-linux) to mount its CA file"
+    return None
+
+
+def minimal_unavailable() -> str | None:
+    """Why the minimal Go extender cannot run here, or ``None``: built the first time, it
+    needs Go."""
+    if not minimal_extender_binary().is_file() and shutil.which("go") is None:
+        return "the minimal extender is not built and Go is not on PATH to build it"
     return None
 
 

@@ -405,14 +405,19 @@ def ensure_trimaran(say: Callable[[str], None] | None = None) -> Path:
 MINIMAL_EXTENDER_MODULE = ROOT / "hack" / "minimal-extender"
 
 
+def minimal_extender_binary() -> Path:
+    """Where :func:`ensure_minimal_extender` keeps its build: under a hash of its source."""
+    digest = hashlib.sha256()
+    for name in ("go.mod", "main.go"):
+        digest.update((MINIMAL_EXTENDER_MODULE / name).read_bytes())
+    return cache_root() / "minimal-extender" / digest.hexdigest()[:16] / "minimal-extender"
+
+
 def ensure_minimal_extender(say: Callable[[str], None] | None = None) -> Path:
     """The yardstick extender of ``bench/scheduling.py`` (``hack/minimal-extender``), built
     into the cache under a hash of its source the first time (standard library only: seconds)."""
     say = _say(say)
-    digest = hashlib.sha256()
-    for name in ("go.mod", "main.go"):
-        digest.update((MINIMAL_EXTENDER_MODULE / name).read_bytes())
-    target = cache_root() / "minimal-extender" / digest.hexdigest()[:16] / "minimal-extender"
+    target = minimal_extender_binary()
     if target.is_file():
         return target
     if shutil.which("go") is None:

@@ -60,16 +60,26 @@ async def test_concurrent_patches_each_take_their_own_connection(serve: Serve) -
 async def test_a_connection_idle_under_the_keepalive_expiry_is_reused(
     serve: Serve, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A round of patches a minute after the last goes over the same connection; past
-    KEEPALIVE_EXPIRY it is closed and a new one opened."""
+    """A patch a minute after the last goes over the same connection, and so does any other
+    request (httpx's transport, the fallback); past KEEPALIVE_EXPIRY each is closed and a new
+    one opened."""
     clock = PoolClock(monkeypatch)
     started = await serve(lambda r: OK)
     async with kube_client(started.endpoint, max_connections=4) as client:
         for pause in (0.0, KEEPALIVE_EXPIRY - 1, KEEPALIVE_EXPIRY + 1):
             clock.idle(pause)
-            response = await client.patch("/api/v1/nodes/n1", content=b"{}")
-            assert response.status_code == 200
-    assert [r.connection for r in started.server.received] == [1, 1, 2]
+            patched = await client.patch("/api/v1/nodes/n1", content=b"{}")
+            got = await client.get("/api/v1/nodes/n1")
+            assert patched.status_code == got.status_code == 200
+    methods = [(r.head.split(b" ", 1)[0], r.connection) for r in started.server.received]
+    assert methods == [
+        (b"PATCH", 1),
+        (b"GET", 2),
+        (b"PATCH", 1),
+        (b"GET", 2),
+        (b"PATCH", 3),
+        (b"GET", 4),
+    ]
 
 
 async def test_other_methods_go_to_the_fallback(serve: Serve) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from prometheus_client import generate_latest
 
-from bench import descheduler, trimaran
+from bench import descheduler, quality_strategies, trimaran
 from bench.quality_moves import Moves
 from bench.quality_report import (
     figures,
@@ -122,7 +123,8 @@ def test_every_strategy_the_issue_names_is_there() -> None:
     assert BY_KEY["estimation-wait"].cannot_run() is None
     watching = BY_KEY["estimation-watch"]
     assert watching.policy() == BY_KEY["estimation"].policy() and watching.hot_value == HOT_VALUE
-    assert not watching.bind and all(s.bind for s in STRATEGIES if s is not watching)
+    through_loadsched = [s for s in STRATEGIES if s.uses_extender]
+    assert [s.key for s in through_loadsched if not s.bind] == ["estimation-watch"]
     spread = BY_KEY["estimation-minmax"].policy()["spec"]
     assert spread["scoring"] == {"normalize": "minMax"}
     assert {k: v for k, v in spread.items() if k != "scoring"} == BY_KEY["estimation"].policy()[
@@ -576,7 +578,7 @@ def test_the_minimal_extender_strategy_runs_no_loadsched_extender() -> None:
     minimal = BY_KEY["minimal-extender"]
     assert minimal.minimal and not minimal.uses_extender and minimal.trimaran is None
     assert minimal.hot_value == [] and minimal.rebalance is None and not minimal.descheduler
-    assert minimal.cannot_run() is None
+    assert not minimal.bind
     assert [s.key for s in STRATEGIES if s.minimal] == ["minimal-extender"]
 
 
@@ -648,7 +650,24 @@ def test_kube_schedulers_time_per_pod_is_read_off_its_metrics() -> None:
     outcome = run("trimaran-tlp", [0.1] * 4, [0.5])
     outcome.scheduler = steps
     assert render_decisions([outcome]) == [
-        "  trimaran-tlp: kube-scheduler's mean time per pod: algorithm 6.0 ms, attempt 25.0 ms, "
+        "  trimaran-tlp: kube-scheduler's mean times: algorithm 6.0 ms, attempt 25.0 ms, "
         "queued to bound 60.0 ms"
     ]
     assert replayed(json.loads(json.dumps(recorded(outcome)))).scheduler == steps
+
+
+def test_the_minimal_extender_cannot_run_unbuilt_without_go(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Built the first time it runs: without its binary and without Go it says why and is
+    skipped, rather than failing inside a measured round."""
+    minimal = BY_KEY["minimal-extender"]
+    monkeypatch.setattr(quality_strategies, "minimal_extender_binary", lambda: tmp_path / "none")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert minimal.cannot_run() == (
+        "the minimal extender is not built and Go is not on PATH to build it"
+    )
+    built = tmp_path / "minimal-extender"
+    built.write_bytes(b"")
+    monkeypatch.setattr(quality_strategies, "minimal_extender_binary", lambda: built)
+    assert minimal.cannot_run() is None
