@@ -24,7 +24,7 @@ import msgspec
 from shared.errors import APINotFoundError
 from shared.kube import direct as direct_module
 from shared.kube import patching
-from shared.kube.config import KEEPALIVE_EXPIRY, KubeEndpoint
+from shared.kube.config import KubeEndpoint, pool_limits
 from shared.kube.kept_alive import ConnectionPool, DirectWrite
 from shared.kube.paths import NODES
 from shared.kube.requesting import DEFAULT_RETRY, retried
@@ -139,11 +139,7 @@ class PatchTransport(httpx.AsyncBaseTransport):
         tls = direct_module.ssl_context(endpoint) if url.scheme == "https" else None
         self._fallback = fallback or httpx.AsyncHTTPTransport(
             verify=tls or True,
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
-                keepalive_expiry=KEEPALIVE_EXPIRY,
-            ),
+            limits=pool_limits(max_connections),
         )
         self.pool = ConnectionPool(tls, max_connections)
         """The PATCH requests' connections (also written to directly: :class:`NodePatcher`)."""

@@ -47,7 +47,7 @@ BESIDE_PEERS = {
     "minimal-extender": "an HTTP extender that decides nothing",
 }
 """Printed beside each real Trimaran strategy when they ran, not judged: the recommended
-policy without the bind verb, and the latency floor of any HTTP extender."""
+policy without the bind verb, and an HTTP extender's latency apart from what it decides."""
 FIGURES: list[Figure] = []
 """The targets' figures as judged, for out/results (:mod:`bench.results`)."""
 

@@ -90,8 +90,8 @@ class Strategy:
     minimal: bool = False
     """kube-scheduler calls the minimal Go extender (``hack/minimal-extender``) instead of
     loadsched's: every node passes with score 0, nothing is bound through it. It places as
-    the plain kube-scheduler does, with the extender protocol's cost: the latency any HTTP
-    extender starts from."""
+    the plain kube-scheduler does, with the extender protocol's cost: a reference for any HTTP
+    extender's latency."""
 
     @property
     def label(self) -> str:

@@ -32,6 +32,16 @@ requests: each request after a pause, and each of a burst's bindings at once, pa
 handshake (the CPU of both sides)."""
 
 
+def pool_limits(max_connections: int) -> httpx.Limits:
+    """An API client's pool: up to ``max_connections``, all kept alive between requests for
+    :data:`KEEPALIVE_EXPIRY`."""
+    return httpx.Limits(
+        max_connections=max_connections,
+        max_keepalive_connections=max_connections,
+        keepalive_expiry=KEEPALIVE_EXPIRY,
+    )
+
+
 class BearerAuth(httpx.Auth):
     """Ask the configuration for the token on every request, so rotated tokens are picked up."""
 
@@ -80,13 +90,8 @@ class KubeEndpoint:
 
         Keep ``max_connections`` near the number of requests in flight: httpcore checks every
         pooled connection on every request, so idle connections cost CPU."""
-        limits = httpx.Limits(
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=KEEPALIVE_EXPIRY,
-        )
         client = (direct_module.DirectClient if direct else httpx.AsyncClient)(
-            limits=limits,
+            limits=pool_limits(max_connections),
             base_url=self.host,
             verify=self.verify,
             cert=self.cert,
