@@ -15,11 +15,29 @@ from typing import Any
 
 from bench.quality_moves import Moves
 from bench.quality_run import NODE_CPUS, SCHEDULER_STEPS, Outcome
-from bench.quality_strategies import BY_KEY, CPU_LIMIT, EVICTING, FACTORS, MEMORY_LIMIT
+from bench.quality_strategies import (
+    BY_KEY,
+    CPU_LIMIT,
+    EVICTING,
+    FACTORS,
+    MEMORY_LIMIT,
+    REBALANCE_PERIOD,
+    REBALANCE_ROUNDS,
+)
 from bench.results import Figure
 from bench.results import measured as judged
 from bench.targets import Target, target
-from sandbox.workload import Load, Quality, Recording, Trace, percentile, pod_usage, quality
+from sandbox.workload import (
+    Load,
+    Quality,
+    Recording,
+    Trace,
+    overload_if_ended,
+    percentile,
+    pod_usage,
+    quality,
+)
+from shared.durations import parse_duration
 
 OF_HOT_ONLY = target("quality", "estimation-overload-of-hot-only")
 OF_PLAIN = target("quality", "estimation-overload-of-plain")
@@ -629,6 +647,7 @@ def moves_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]
         (UNSAFE_MOVES, "rebalance unsafe moves {sign} {bound:g}", float(worst), f"{worst}")
     )
     lines, ok = judge(checks)
+    lines += reaction_floor(rounds, plain=overload.get("plain"))
     for key in ("descheduler", "loadsched+descheduler"):
         peer = [o.moves for o in ran if o.strategy.key == key and o.moves]
         if peer:
@@ -640,6 +659,42 @@ def moves_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]
                 f"{max(m.lost for m in peer)} never bound"
             )
     return lines, ok
+
+
+REACTIONS = (
+    5.0,
+    10.0,
+    REBALANCE_ROUNDS * parse_duration(REBALANCE_PERIOD).total_seconds(),
+)
+"""How long after an overload begins :func:`reaction_floor` ends it: quicker than any round of
+the 1-minute metrics could show it, and the bench rebalancer's fastest (its rounds × period)."""
+
+
+def reaction_floor(rounds: Sequence[Sequence[Outcome]], *, plain: float | None) -> list[str]:
+    """What no rebalancer acting on estimation's placements could go below: estimation's
+    overload had each ended a reaction time after it began (:func:`overload_if_ended`, the
+    median over the rounds estimation ran in), beside plain's median when it ran."""
+    recordings = [
+        o.recording
+        for outcomes in rounds
+        for o in outcomes
+        if o.strategy.key == "estimation" and o.skipped is None
+    ]
+    if not recordings:
+        return []
+    floors = []
+    for after in REACTIONS:
+        left = statistics.median(
+            overload_if_ended(r, cpu_limit=CPU_LIMIT, memory_limit=MEMORY_LIMIT, after=after)
+            for r in recordings
+        )
+        of_plain = f" ({_ratio(left, plain):.2f} × plain)" if plain else ""
+        floors.append(f"{after:g} s {left:.0f} node-s{of_plain}")
+    return [
+        "  beside: the least a rebalancer can leave of estimation's overload, had every overload "
+        f"ended that long after it began (median of {len(recordings)} "
+        f"round{'s' * (len(recordings) > 1)}): " + ", ".join(floors)
+    ]
 
 
 def render_durations(rounds: Sequence[Sequence[Outcome]]) -> str:

@@ -170,10 +170,12 @@ REBALANCE_PERIOD = PERIOD
 EVICTIONS_PER_NODE = 2
 """Per node and round: the rebalancer's ``limits.perNode``, the descheduler's
 ``evictionLimits.node``."""
+REBALANCE_ROUNDS = 2
+"""The rebalancer's ``consecutiveRounds``: a node is acted on after two rounds over ``high``."""
 REBALANCE = {
     "enabled": True,
     "period": REBALANCE_PERIOD,
-    "consecutiveRounds": 2,
+    "consecutiveRounds": REBALANCE_ROUNDS,
     "cooldown": "10m",
     "limits": {"perNode": EVICTIONS_PER_NODE, "perNamespace": 20, "perRound": 20, "perMinute": 60},
 }

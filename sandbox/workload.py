@@ -230,21 +230,56 @@ class Quality:
     """Time-averaged standard deviation of CPU across nodes."""
 
 
+def _gaps(times: Sequence[float]) -> list[float]:
+    """How long each sample stands for: until the next one (the last for the median gap)."""
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps.append(statistics.median(gaps) if gaps else 1.0)
+    return gaps
+
+
+def _over(load: Load, cpu_limit: float, memory_limit: float) -> bool:
+    return load.cpu > cpu_limit or load.memory > memory_limit
+
+
 def quality(recording: Recording, *, cpu_limit: float, memory_limit: float) -> Quality:
     """Each sample stands for the time until the next one (the last for the median gap)."""
     times, samples = recording.times, recording.samples
     if not samples:
         return Quality(0.0, math.nan, math.nan, math.nan)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    gaps.append(statistics.median(gaps) if gaps else 1.0)
+    gaps = _gaps(times)
     over = 0.0
     every: list[float] = []
     spread = 0.0
     for gap, sample in zip(gaps, samples, strict=True):
         cpus = [load.cpu for load in sample.values()]
         every += cpus
-        over += gap * sum(
-            1 for load in sample.values() if load.cpu > cpu_limit or load.memory > memory_limit
-        )
+        over += gap * sum(1 for load in sample.values() if _over(load, cpu_limit, memory_limit))
         spread += gap * (statistics.pstdev(cpus) if len(cpus) > 1 else 0.0)
     return Quality(over, percentile(every, 99), max(every), spread / sum(gaps))
+
+
+def overload_if_ended(
+    recording: Recording, *, cpu_limit: float, memory_limit: float, after: float
+) -> float:
+    """The overload node-seconds left had every overload ended ``after`` seconds after it began:
+    the least that anything acting on an overload ``after`` seconds in (a rebalancer waiting
+    for rounds of data over its threshold) could leave, even if each of its moves ended the
+    overload at once. An overload is one node above a limit sample after sample; it begins at
+    its first such sample. Weighted as :func:`quality` weighs samples: ``after`` = ∞ gives its
+    overload node-seconds."""
+    if not recording.samples:
+        return 0.0
+    began: dict[str, float] = {}
+    left = 0.0
+    for at, gap, sample in zip(
+        recording.times, _gaps(recording.times), recording.samples, strict=True
+    ):
+        for node, load in sample.items():
+            if not _over(load, cpu_limit, memory_limit):
+                began.pop(node, None)
+                continue
+            start = began.setdefault(node, at)
+            left += min(gap, max(start + after - at, 0.0))
+        for node in began.keys() - sample.keys():  # not sampled: its overload is over
+            del began[node]
+    return left

@@ -430,6 +430,24 @@ def test_the_rebalancers_targets_against_plain_and_the_real_descheduler(
     ]
 
 
+def test_beside_the_rebalancers_targets_the_least_any_rebalancer_could_leave() -> None:
+    """Estimation's one 12 s overload, ended 5, 10 or 30 s (the bench rebalancer's two rounds
+    of 15 s) after it began, against plain's 20 s."""
+    outcomes = [
+        run("plain", [0.9] * 20 + [0.1] * 80, [1.0]),
+        run("estimation", [0.1] * 10 + [0.9] * 12 + [0.1] * 78, [1.0]),
+        evicting("rebalance", 12, Moves()),
+    ]
+    lines, _ = moves_targets([outcomes])
+    floor = [line for line in lines if "the least a rebalancer can leave" in line]
+    assert floor == [
+        "  beside: the least a rebalancer can leave of estimation's overload, had every "
+        "overload ended that long after it began (median of 1 round): 5 s 5 node-s (0.25 × "
+        "plain), 10 s 10 node-s (0.50 × plain), 30 s 12 node-s (0.60 × plain)"
+    ]
+    assert moves_targets([outcomes[1:]])[0][-1].endswith("30 s 12 node-s")  # plain not run
+
+
 def test_without_the_rebalancer_its_targets_are_not_judged() -> None:
     assert moves_targets([[run("plain", [0.9], [1.0])]]) == ([], True)
 

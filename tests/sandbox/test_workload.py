@@ -20,6 +20,7 @@ from sandbox.workload import (
     backgrounds,
     make_trace,
     node_usage,
+    overload_if_ended,
     percentile,
     pod_usage,
     quality,
@@ -179,3 +180,49 @@ def test_overload_never_exceeds_nodes_times_duration(
     assert 0 <= measured.overload_node_seconds <= 2 * len(samples)
     assert measured.cpu_p99 <= measured.cpu_max <= 1
     assert 0 <= measured.spread <= 0.5
+
+
+def test_overload_if_ended_on_a_hand_worked_recording() -> None:
+    """The recording of the quality test: a over from 1 s (2 s, then 1.5 s), b over at 1 s
+    (2 s), then under."""
+    recording = Recording()
+    recording.add(0.0, {"a": Load(0.2, 0.1), "b": Load(0.6, 0.1)})
+    recording.add(1.0, {"a": Load(0.8, 0.1), "b": Load(0.4, 0.8)})
+    recording.add(3.0, {"a": Load(0.9, 0.1), "b": Load(0.1, 0.1)})
+
+    def left(after: float) -> float:
+        return overload_if_ended(recording, cpu_limit=0.7, memory_limit=0.7, after=after)
+
+    # ended 2.5 s in: a keeps 2 s of its first sample and 0.5 s of its second, b its 2 s
+    assert left(2.5) == pytest.approx(2 + 0.5 + 2)
+    assert left(1.0) == pytest.approx(1 + 1)
+    assert left(0.0) == 0
+    assert left(math.inf) == pytest.approx(2 + 2 + 1.5)
+
+
+def test_an_overload_that_stops_begins_again_later() -> None:
+    recording = Recording()
+    for at, cpu in enumerate([0.8, 0.8, 0.8, 0.1, 0.8, 0.8]):
+        recording.add(float(at), {"a": Load(cpu, 0.1)})
+    # two overloads, 3 s and 2 s: each keeps at most its first 1.5 s
+    assert overload_if_ended(recording, cpu_limit=0.7, memory_limit=0.7, after=1.5) == 3.0
+    assert overload_if_ended(Recording(), cpu_limit=0.7, memory_limit=0.7, after=1.0) == 0
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=30),
+    st.floats(0, 40),
+)
+def test_overload_if_ended_is_at_most_the_overload(
+    samples: list[tuple[float, float]], after: float
+) -> None:
+    recording = Recording()
+    for i, (a_cpu, b_cpu) in enumerate(samples):
+        recording.add(float(i), {"a": Load(a_cpu, 0.1), "b": Load(b_cpu, 0.1)})
+    whole = quality(recording, cpu_limit=0.7, memory_limit=0.7).overload_node_seconds
+    ended = overload_if_ended(recording, cpu_limit=0.7, memory_limit=0.7, after=after)
+    assert 0 <= ended <= whole + 1e-9
+    assert ended <= after * 2 * len(samples)  # at most `after` per overload, one per sample
+    assert overload_if_ended(
+        recording, cpu_limit=0.7, memory_limit=0.7, after=math.inf
+    ) == pytest.approx(whole)
