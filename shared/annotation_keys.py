@@ -37,7 +37,8 @@ REBALANCED_FROM_ANNOTATION = "loadsched.io/rebalanced-from"
 workloads whose replacements filter refuses there until then."""
 EVICT_ANNOTATION = "loadsched.io/evict"
 """On a Pod: ``"false"`` keeps the rebalancer from moving it; ``"true"`` lets it move a pod
-with local storage."""
+with local storage, or with what its target check does not judge (required pod affinity,
+host ports, persistent volumes, ...)."""
 REBALANCE_STATUS_KEY = "status.json"
 """The key of the rebalancer's status in its ConfigMap (``loadsched-rebalance``)."""
 TEMPLATE_LABEL = "loadsched.io/template"

@@ -12,7 +12,9 @@ the fewest that cover the overshoot, and where each would go.
   not terminating, at or below ``maxPriority`` (system-critical never), in a namespace and
   with labels the policy selects, not opted out (annotation ``loadsched.io/evict: "false"``),
   without local storage (``emptyDir``, ``hostPath``: lost on a move) unless opted in
-  (``loadsched.io/evict: "true"``),
+  (``loadsched.io/evict: "true"``), nor with what the target check below does not judge
+  (required pod affinity or anti-affinity, a ``DoNotSchedule`` topology spread, host ports,
+  persistent volumes: the replacement could find no node but the one it left) unless opted in,
   and whose workload was not moved within ``cooldown``; with elastic quotas, whose replacement
   its namespace's quota admits (the controller asks the quota ledger).
 - **Which first** (:func:`fewest_covering`): one pod per workload at most (the one using the
@@ -74,6 +76,7 @@ SkipReason = Literal[
     "unreadable",
     "quota",
     "local-storage",
+    "unjudged-constraint",
 ]
 """Why a pod on an overloaded node is not a candidate (a metric label)."""
 
@@ -320,6 +323,10 @@ class PodFacts:
     terminating: bool
     local_storage: bool = False
     """An ``emptyDir`` or ``hostPath`` volume."""
+    unjudged: str | None = None
+    """What kube-scheduler asks of its node that the target check does not judge (required
+    pod affinity or anti-affinity, a ``DoNotSchedule`` topology spread, host ports, persistent
+    volumes), or ``None``."""
 
     @property
     def workload(self) -> str | None:
@@ -360,6 +367,8 @@ def skip_reason(
         return "opted-out"
     if pod.local_storage and opt != "true":
         return "local-storage"
+    if pod.unjudged and opt != "true":
+        return "unjudged-constraint"
     until = moved.get(workload)
     if until is not None and now < until:
         return "cooldown"

@@ -54,7 +54,7 @@ from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.load_model import NodeLoad, evaluate
 from shared.node_fit import FitNode, PodNeeds, required_affinity, tolerations_of
-from shared.pods import Pod, PodSpec, PodStatus, pod_request
+from shared.pods import Container, Pod, PodSpec, PodStatus, pod_request
 from shared.policy import DynamicSchedulerPolicy
 from shared.quantity import ResourceList
 from shared.quota import Admission
@@ -86,16 +86,53 @@ MARK_SEEN_SECONDS = 5.0
 evicts (a stand-in for the extender's watch, which reads the same API server)."""
 
 
+class FullContainer(Container, gc=False):
+    ports: list[dict[str, Any]] | None = None
+
+
 class FullPodSpec(PodSpec, gc=False):
     """:class:`shared.pods.PodSpec` with what only moving a pod reads (raw)."""
 
     affinity: dict[str, Any] | None = None
     volumes: list[dict[str, Any]] | None = None
+    topologySpreadConstraints: list[Any] | None = None
+    hostNetwork: bool | None = None
+    containers: list[FullContainer] | None = None  # type: ignore[assignment]
+    initContainers: list[FullContainer] | None = None  # type: ignore[assignment]
 
     @property
     def local_storage(self) -> bool:
         """An ``emptyDir`` or ``hostPath`` volume: what it holds stays behind when it moves."""
         return any("emptyDir" in v or "hostPath" in v for v in self.volumes or ())
+
+    @property
+    def unjudged(self) -> str | None:
+        """What kube-scheduler asks of a node for this pod that the rebalancer's target check
+        does not judge, or ``None``: its replacement may find no node but the one it left."""
+        affinity = self.affinity or {}
+        for kind in ("podAffinity", "podAntiAffinity"):
+            terms = affinity.get(kind)
+            if isinstance(terms, dict) and terms.get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ):
+                return f"required {kind}"
+        for constraint in self.topologySpreadConstraints or ():
+            if (
+                not isinstance(constraint, dict)
+                or constraint.get("whenUnsatisfiable") != "ScheduleAnyway"
+            ):
+                return "topology spread (DoNotSchedule)"
+        if self.hostNetwork:
+            return "hostNetwork"
+        for container in (*(self.containers or ()), *(self.initContainers or ())):
+            if any(
+                isinstance(port, dict) and port.get("hostPort") for port in container.ports or ()
+            ):
+                return "hostPort"
+        for volume in self.volumes or ():
+            if "persistentVolumeClaim" in volume or "ephemeral" in volume:
+                return "persistent volume"
+        return None
 
 
 class FullPod(msgspec.Struct, gc=False):
@@ -338,6 +375,7 @@ class Rebalancer:
                 phase=pod.status.phase,
                 terminating=bool(meta.deletionTimestamp),
                 local_storage=pod.spec.local_storage,
+                unjudged=pod.spec.unjudged,
             )
             reason = skip_reason(facts, self._settings, self.moved, now)
             if reason is not None:

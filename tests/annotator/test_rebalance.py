@@ -14,7 +14,7 @@ import yaml
 
 from annotator.evicting import TokenBucket
 from annotator.metrics import AnnotatorMetrics
-from annotator.rebalance.controller import NodeFacts, Rebalancer
+from annotator.rebalance.controller import FullPod, NodeFacts, Rebalancer
 from annotator.rebalance.pods import BoundPods
 from annotator.recording import EventRecorder
 from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
@@ -57,6 +57,59 @@ def pod(name: str, cpu: str, **meta: Any) -> dict[str, Any]:
         },
         "status": {"phase": "Running"},
     }
+
+
+REQUIRED = {
+    "requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    ]
+}
+PREFERRED = {
+    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {}}]
+}
+
+
+def with_spec(body: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    body["spec"].update(spec)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("spec", "unjudged"),
+    [
+        ({}, None),
+        ({"affinity": {"podAntiAffinity": PREFERRED, "podAffinity": PREFERRED}}, None),
+        ({"affinity": {"podAntiAffinity": REQUIRED}}, "required podAntiAffinity"),
+        ({"affinity": {"podAffinity": REQUIRED}}, "required podAffinity"),
+        ({"affinity": {"nodeAffinity": REQUIRED}}, None),  # judged: node fit reads it
+        (
+            {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]},
+            None,
+        ),
+        (
+            {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]},
+            "topology spread (DoNotSchedule)",
+        ),
+        ({"hostNetwork": True}, "hostNetwork"),
+        ({"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}, None),
+        (
+            {"initContainers": [{"name": "s", "ports": [{"containerPort": 80, "hostPort": 80}]}]},
+            "hostPort",
+        ),
+        (
+            {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]},
+            "persistent volume",
+        ),
+        (
+            {"volumes": [{"name": "d", "ephemeral": {"volumeClaimTemplate": {}}}]},
+            "persistent volume",
+        ),
+        ({"volumes": [{"name": "c", "configMap": {"name": "c"}}]}, None),
+    ],
+)
+def test_what_the_target_check_does_not_judge(spec: dict[str, Any], unjudged: str | None) -> None:
+    body = with_spec(pod("p", "1"), **spec)
+    assert msgspec.json.decode(json.dumps(body), type=FullPod).spec.unjudged == unjudged
 
 
 class FakeAPI:
@@ -293,15 +346,21 @@ async def test_pods_that_may_not_move_are_skipped_and_counted() -> None:
             pod("bare", "2", owners=[]),
             pod("agent", "2", owners=[{"kind": "DaemonSet", "name": "agent"}]),
             pod("kept", "2", annotations={"loadsched.io/evict": "false"}),
+            with_spec(pod("apart", "2"), affinity={"podAntiAffinity": REQUIRED}),
         ]
     )
     controller = rebalancer(api, clock, nodes, {}, metrics)
     await rounds(controller, nodes, clock, 2)
     skipped = {
         reason: metrics.rebalance_skipped.labels(reason)._value.get()
-        for reason in ("no-controller", "daemonset", "opted-out")
+        for reason in ("no-controller", "daemonset", "opted-out", "unjudged-constraint")
     }
-    assert skipped == {"no-controller": 1, "daemonset": 1, "opted-out": 1}
+    assert skipped == {
+        "no-controller": 1,
+        "daemonset": 1,
+        "opted-out": 1,
+        "unjudged-constraint": 1,
+    }
     assert [c for c in api.calls() if "eviction" in c[1]] == []
 
 

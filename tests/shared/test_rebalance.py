@@ -389,9 +389,13 @@ def test_an_infinite_value_is_not_a_sample() -> None:
     [
         ({"local_storage": True}, "local-storage"),
         ({"local_storage": True, "annotations": {"loadsched.io/evict": "true"}}, None),
+        ({"unjudged": "hostPort"}, "unjudged-constraint"),
+        ({"unjudged": "hostPort", "annotations": {"loadsched.io/evict": "true"}}, None),
     ],
 )
-def test_local_storage_stays_unless_opted_in(changes: dict[str, Any], reason: str | None) -> None:
+def test_local_storage_and_unjudged_constraints_stay_unless_opted_in(
+    changes: dict[str, Any], reason: str | None
+) -> None:
     assert skip_reason(facts(**changes), policy().spec.rebalance, {}, T0) == reason
 
 
