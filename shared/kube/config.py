@@ -22,8 +22,18 @@ from shared.kube import direct as direct_module
 
 DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
 """Every request but watches: 10 s overall, 5 s to connect."""
-WATCH_TIMEOUT = httpx.Timeout(None, connect=5.0)
-"""Watches are long polls bounded by the server's ``timeoutSeconds``."""
+WATCH_GRACE = 30.0
+"""Seconds past its ``timeoutSeconds`` a watch may stay silent. kube-apiserver ends every watch
+at that time, so one still open and silent later is on a connection that died without closing
+(its peer gone, a NAT entry dropped): it is abandoned and resumed."""
+
+
+def watch_timeout(timeout_seconds: float, grace: float = WATCH_GRACE) -> httpx.Timeout:
+    """A watch asking for ``timeoutSeconds``: no limit on the whole answer (a long poll), 5 s to
+    connect, and no read waiting longer than the server's limit plus ``grace``."""
+    return httpx.Timeout(None, connect=5.0, read=timeout_seconds + grace)
+
+
 KEEPALIVE_EXPIRY = 60.0
 """Seconds an idle connection to the API server is kept for the next request. kube-apiserver
 closes one idle for 90 s (its serving's ``IdleTimeout``); closing ours first, we never send on

@@ -1,5 +1,7 @@
 """List+watch caches: list once, then watch from the list's resourceVersion, resume the watch
-from the last seen resourceVersion after a disconnect, and re-list on ``410 Gone``.
+from the last seen resourceVersion after a disconnect, and re-list on ``410 Gone``. A watch
+silent past its ``timeoutSeconds`` (plus :data:`~shared.kube.config.WATCH_GRACE`) is on a dead
+connection: it is dropped and resumed like a disconnect.
 
 Failures never stop the loop: each failed attempt is logged and retried with backoff (a
 server's ``Retry-After`` honoured). Each list page is one call through
@@ -24,7 +26,7 @@ import httpx
 import msgspec
 
 from shared.errors import APIError, APIGoneError, APIUnreachableError
-from shared.kube.config import WATCH_TIMEOUT
+from shared.kube.config import WATCH_GRACE, watch_timeout
 from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.kube.status import Status, raise_for_status, status_error, unreachable
@@ -121,6 +123,7 @@ class Reflector(Generic[T]):
         name: str,
         page_size: int = 500,
         watch_seconds: int = 300,
+        watch_grace: float = WATCH_GRACE,
         backoff: Backoff = Backoff(),
         retry: RetryPolicy = DEFAULT_RETRY,
         label_selector: str | None = None,
@@ -133,6 +136,7 @@ class Reflector(Generic[T]):
         self.name = name
         self._page_size = page_size
         self._watch_seconds = watch_seconds
+        self._watch_timeout = watch_timeout(watch_seconds, watch_grace)
         self._backoff = backoff
         self._retry = retry
         self._selector = label_selector
@@ -225,7 +229,7 @@ class Reflector(Generic[T]):
         }
         try:
             async with self._client.stream(
-                "GET", self._path, params=params, timeout=WATCH_TIMEOUT
+                "GET", self._path, params=params, timeout=self._watch_timeout
             ) as response:
                 if not response.is_success:
                     await response.aread()

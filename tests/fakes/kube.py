@@ -42,10 +42,11 @@ def gone() -> dict[str, Any]:
 @dataclass
 class FakeCollection:
     """Answers LIST with ``lists`` (popped in order; the last one repeats) and WATCH with
-    ``watches`` (popped in order; once exhausted a watch hangs until ``release``)."""
+    ``watches`` (popped in order; once exhausted a watch hangs until ``release``). A step of a
+    watch that is an :class:`asyncio.Event` keeps the answer silent until it is set."""
 
     lists: list[tuple[int, list[dict[str, Any]]]]
-    watches: list[list[dict[str, Any] | Exception]] = field(default_factory=list)
+    watches: list[list[dict[str, Any] | Exception | asyncio.Event]] = field(default_factory=list)
     page_size_seen: list[str] = field(default_factory=list)
     requests: list[httpx.Request] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
@@ -85,6 +86,9 @@ class FakeCollection:
         for step in script:
             if isinstance(step, Exception):
                 raise step
+            if isinstance(step, asyncio.Event):  # silent, the connection open, until it is set
+                await step.wait()
+                continue
             yield (json.dumps(step) + "\n").encode()
 
     def transport(self) -> httpx.MockTransport:

@@ -1,6 +1,7 @@
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import httpx
 import msgspec
@@ -55,7 +56,12 @@ async def client_of(fake: FakeCollection, over: str) -> AsyncIterator[httpx.Asyn
 
 
 async def run_until(
-    fake: FakeCollection, store: DictStore, done: Callable[[], bool], over: str, page_size: int = 2
+    fake: FakeCollection,
+    store: DictStore,
+    done: Callable[[], bool],
+    over: str,
+    page_size: int = 2,
+    **options: Any,
 ) -> Reflector[Item]:
     decoder = msgspec.json.Decoder(Item)
     async with client_of(fake, over) as client:
@@ -67,6 +73,7 @@ async def run_until(
             name="nodes",
             page_size=page_size,
             backoff=Backoff(base=0.0, cap=0.0),
+            **options,
         )
         task = asyncio.create_task(reflector.run())
         deadline = asyncio.get_running_loop().time() + 10
@@ -139,6 +146,26 @@ async def test_disconnect_resumes_the_watch_without_relisting(over: str) -> None
     assert store.items == {"n1": "1", "n2": "11"}
     assert fake.list_count() == 1
     assert fake.watch_versions() == ["10", "11"]
+
+
+async def test_a_watch_silent_past_its_timeout_is_dropped_and_resumed() -> None:
+    """A connection that died without closing: not a byte after the first event. The watch
+    asked the server to end it after 1 s; silent 0.2 s past that, it is resumed from the last
+    event, without a list. (Over a socket: the read timeout is the connection's.)"""
+    dead = asyncio.Event()  # never set
+    fake = FakeCollection(
+        lists=[(10, [obj("n1", 1)])],
+        watches=[[event("ADDED", obj("n2", 11)), dead], [event("ADDED", obj("n3", 12))]],
+    )
+    store = DictStore()
+    await run_until(
+        fake, store, lambda: "n3" in store.items, "socket", watch_seconds=1, watch_grace=0.2
+    )
+    assert store.items == {"n1": "1", "n2": "11", "n3": "12"}
+    assert fake.list_count() == 1
+    assert fake.watch_versions()[:2] == ["10", "11"]
+    watches = [r for r in fake.requests if r.url.params.get("watch")]
+    assert {r.url.params["timeoutSeconds"] for r in watches} == {"1"}
 
 
 async def test_failed_list_is_retried_not_dropped(over: str) -> None:
