@@ -26,7 +26,7 @@ import httpx
 import msgspec
 
 from shared.errors import APIError, APIGoneError, APIUnreachableError
-from shared.kube.config import WATCH_GRACE, watch_timeout
+from shared.kube.config import watch_timeout
 from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.kube.status import Status, raise_for_status, status_error, unreachable
@@ -110,7 +110,9 @@ class Reflector(Generic[T]):
     """Keeps a :class:`Store` in step with one collection of the API server.
 
     ``path`` is the collection URL (``/api/v1/nodes``); ``decode`` turns one object's JSON
-    into whatever the store keeps, reading only the fields it needs.
+    into whatever the store keeps, reading only the fields it needs. Each watch asks the server
+    to end it after ``watch_seconds``; ``watch_timeouts`` (default
+    :func:`~shared.kube.config.watch_timeout` of it) bounds how long a read may wait.
     """
 
     def __init__(
@@ -123,7 +125,7 @@ class Reflector(Generic[T]):
         name: str,
         page_size: int = 500,
         watch_seconds: int = 300,
-        watch_grace: float = WATCH_GRACE,
+        watch_timeouts: httpx.Timeout | None = None,
         backoff: Backoff = Backoff(),
         retry: RetryPolicy = DEFAULT_RETRY,
         label_selector: str | None = None,
@@ -135,8 +137,10 @@ class Reflector(Generic[T]):
         self._store = store
         self.name = name
         self._page_size = page_size
+        if watch_seconds < 1:  # the API server reads 0 as "not set" and picks 30-60 min
+            raise ValueError(f"watch_seconds must be at least 1, not {watch_seconds}")
         self._watch_seconds = watch_seconds
-        self._watch_timeout = watch_timeout(watch_seconds, watch_grace)
+        self._watch_timeouts = watch_timeouts or watch_timeout(watch_seconds)
         self._backoff = backoff
         self._retry = retry
         self._selector = label_selector
@@ -229,7 +233,7 @@ class Reflector(Generic[T]):
         }
         try:
             async with self._client.stream(
-                "GET", self._path, params=params, timeout=self._watch_timeout
+                "GET", self._path, params=params, timeout=self._watch_timeouts
             ) as response:
                 if not response.is_success:
                     await response.aread()

@@ -7,7 +7,7 @@ import httpx
 import msgspec
 import pytest
 
-from shared.kube.config import KubeEndpoint
+from shared.kube.config import WATCH_GRACE, KubeEndpoint, watch_timeout
 from shared.kube.watching import Backoff, Reflector, event_lines, split_lines
 from tests.fakes.kube import FakeCollection, event, gone, obj, served
 
@@ -149,9 +149,9 @@ async def test_disconnect_resumes_the_watch_without_relisting(over: str) -> None
 
 
 async def test_a_watch_silent_past_its_timeout_is_dropped_and_resumed() -> None:
-    """A connection that died without closing: not a byte after the first event. The watch
-    asked the server to end it after 1 s; silent 0.2 s past that, it is resumed from the last
-    event, without a list. (Over a socket: the read timeout is the connection's.)"""
+    """A connection that died without closing: not a byte after the first event. A read
+    silent past the watch's read timeout (0.1 s here) fails it, and it is resumed from the
+    last event, without a list. (Over a socket: the read timeout is the connection's.)"""
     dead = asyncio.Event()  # never set
     fake = FakeCollection(
         lists=[(10, [obj("n1", 1)])],
@@ -159,13 +159,45 @@ async def test_a_watch_silent_past_its_timeout_is_dropped_and_resumed() -> None:
     )
     store = DictStore()
     await run_until(
-        fake, store, lambda: "n3" in store.items, "socket", watch_seconds=1, watch_grace=0.2
+        fake,
+        store,
+        lambda: "n3" in store.items,
+        "socket",
+        watch_seconds=1,
+        watch_timeouts=httpx.Timeout(None, connect=5.0, read=0.1),
     )
     assert store.items == {"n1": "1", "n2": "11", "n3": "12"}
     assert fake.list_count() == 1
     assert fake.watch_versions()[:2] == ["10", "11"]
     watches = [r for r in fake.requests if r.url.params.get("watch")]
     assert {r.url.params["timeoutSeconds"] for r in watches} == {"1"}
+
+
+@pytest.mark.parametrize(
+    ("timeout_seconds", "grace", "read"), [(300, WATCH_GRACE, 330.0), (60, 5.0, 65.0)]
+)
+def test_a_watch_may_stay_silent_until_the_server_must_have_ended_it(
+    timeout_seconds: int, grace: float, read: float
+) -> None:
+    timeouts = watch_timeout(timeout_seconds, grace)
+    assert (timeouts.read, timeouts.connect, timeouts.pool, timeouts.write) == (
+        read,
+        5.0,
+        None,
+        None,
+    )
+
+
+def test_a_watch_asks_for_a_timeout_the_server_honours() -> None:
+    with pytest.raises(ValueError, match="watch_seconds must be at least 1, not 0"):
+        Reflector[Item](
+            client=httpx.AsyncClient(),
+            path="/api/v1/nodes",
+            decode=msgspec.json.Decoder(Item).decode,
+            store=DictStore(),
+            name="nodes",
+            watch_seconds=0,
+        )
 
 
 async def test_failed_list_is_retried_not_dropped(over: str) -> None:
