@@ -136,7 +136,9 @@ KEYS: tuple[KeyUse, ...] = (
         "you (workload owners)",
         "annotator (rebalancer)",
         '`"false"`: the rebalancer never moves this pod; `"true"`: it may move it although '
-        "it has an `emptyDir` or `hostPath` volume",
+        "it has an `emptyDir` or `hostPath` volume, or asks of its node what the rebalancer's "
+        "target check does not judge (required pod affinity or anti-affinity, a "
+        "`DoNotSchedule` topology spread, a host port, a persistent volume)",
     ),
     KeyUse(
         TEMPLATE_LABEL,

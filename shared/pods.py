@@ -8,7 +8,7 @@ with the sidecars started before it; plus ``spec.overhead``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -38,8 +38,8 @@ class PodSpec(msgspec.Struct, gc=False):
     nodeSelector: dict[str, str] | None = None
     tolerations: list[Any] | None = None
     """Raw; :func:`shared.node_fit.tolerations_of` reads them (a malformed one is skipped)."""
-    containers: list[Container] | None = None
-    initContainers: list[Container] | None = None
+    containers: Sequence[Container] | None = None
+    initContainers: Sequence[Container] | None = None
     overhead: dict[str, str | int | float] | None = None
 
 

@@ -324,9 +324,9 @@ class PodFacts:
     local_storage: bool = False
     """An ``emptyDir`` or ``hostPath`` volume."""
     unjudged: str | None = None
-    """What kube-scheduler asks of its node that the target check does not judge (required
-    pod affinity or anti-affinity, a ``DoNotSchedule`` topology spread, host ports, persistent
-    volumes), or ``None``."""
+    """What it asks of a node that the target check does not judge (required pod affinity or
+    anti-affinity, a ``DoNotSchedule`` topology spread, host ports, claimed volumes), or
+    ``None``."""
 
     @property
     def workload(self) -> str | None:

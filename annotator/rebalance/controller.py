@@ -96,9 +96,8 @@ class FullPodSpec(PodSpec, gc=False):
     affinity: dict[str, Any] | None = None
     volumes: list[dict[str, Any]] | None = None
     topologySpreadConstraints: list[Any] | None = None
-    hostNetwork: bool | None = None
-    containers: list[FullContainer] | None = None  # type: ignore[assignment]
-    initContainers: list[FullContainer] | None = None  # type: ignore[assignment]
+    containers: Sequence[FullContainer] | None = None
+    initContainers: Sequence[FullContainer] | None = None
 
     @property
     def local_storage(self) -> bool:
@@ -107,8 +106,12 @@ class FullPodSpec(PodSpec, gc=False):
 
     @property
     def unjudged(self) -> str | None:
-        """What kube-scheduler asks of a node for this pod that the rebalancer's target check
-        does not judge, or ``None``: its replacement may find no node but the one it left."""
+        """What this pod asks of a node that the rebalancer's target check does not judge, or
+        ``None``: its replacement might find no node but the one it left. Required pod
+        affinity or anti-affinity and ``DoNotSchedule`` topology spread (kube-scheduler's),
+        host ports of its containers and sidecars (kube-scheduler's NodePorts; API defaulting
+        sets them for ``hostNetwork`` pods), and claimed volumes (a volume bound to a node or a
+        zone: kube-scheduler's volume binding)."""
         affinity = self.affinity or {}
         for kind in ("podAffinity", "podAntiAffinity"):
             terms = affinity.get(kind)
@@ -122,9 +125,8 @@ class FullPodSpec(PodSpec, gc=False):
                 or constraint.get("whenUnsatisfiable") != "ScheduleAnyway"
             ):
                 return "topology spread (DoNotSchedule)"
-        if self.hostNetwork:
-            return "hostNetwork"
-        for container in (*(self.containers or ()), *(self.initContainers or ())):
+        sidecars = (c for c in self.initContainers or () if c.restartPolicy == "Always")
+        for container in (*(self.containers or ()), *sidecars):
             if any(
                 isinstance(port, dict) and port.get("hostPort") for port in container.ports or ()
             ):
@@ -380,6 +382,14 @@ class Rebalancer:
             reason = skip_reason(facts, self._settings, self.moved, now)
             if reason is not None:
                 self._metrics.rebalance_skipped.labels(reason).inc()
+                if reason == "unjudged-constraint":
+                    logger.debug(
+                        "pod/%s/%s not moved: it asks for %s, which the target check does not "
+                        'judge (annotate it loadsched.io/evict: "true" to move it anyway)',
+                        meta.namespace,
+                        meta.name,
+                        facts.unjudged,
+                    )
                 continue
             try:
                 request = pod_request(pod.spec)

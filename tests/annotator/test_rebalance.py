@@ -90,10 +90,27 @@ def with_spec(body: dict[str, Any], **spec: Any) -> dict[str, Any]:
             {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]},
             "topology spread (DoNotSchedule)",
         ),
-        ({"hostNetwork": True}, "hostNetwork"),
+        ({"topologySpreadConstraints": [{"maxSkew": 1}]}, "topology spread (DoNotSchedule)"),
         ({"containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}, None),
+        ({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 0}]}]}, None),
         (
-            {"initContainers": [{"name": "s", "ports": [{"containerPort": 80, "hostPort": 80}]}]},
+            {"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]},
+            "hostPort",
+        ),
+        (  # an init container's ports are held while it runs only
+            {"initContainers": [{"name": "i", "ports": [{"containerPort": 80, "hostPort": 80}]}]},
+            None,
+        ),
+        (
+            {
+                "initContainers": [
+                    {
+                        "name": "s",
+                        "restartPolicy": "Always",
+                        "ports": [{"containerPort": 80, "hostPort": 80}],
+                    }
+                ]
+            },
             "hostPort",
         ),
         (
@@ -337,7 +354,9 @@ async def test_stale_metrics_stop_all_action() -> None:
     assert metrics.rebalance_nodes.labels("stale")._value.get() == 2
 
 
-async def test_pods_that_may_not_move_are_skipped_and_counted() -> None:
+async def test_pods_that_may_not_move_are_skipped_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     clock = Clock()
     nodes = Nodes(clock)
     metrics = AnnotatorMetrics()
@@ -350,7 +369,9 @@ async def test_pods_that_may_not_move_are_skipped_and_counted() -> None:
         ]
     )
     controller = rebalancer(api, clock, nodes, {}, metrics)
-    await rounds(controller, nodes, clock, 2)
+    with caplog.at_level("DEBUG", logger="annotator.rebalance.controller"):
+        await rounds(controller, nodes, clock, 2)
+    assert "pod/web/apart not moved: it asks for required podAntiAffinity" in caplog.text
     skipped = {
         reason: metrics.rebalance_skipped.labels(reason)._value.get()
         for reason in ("no-controller", "daemonset", "opted-out", "unjudged-constraint")
