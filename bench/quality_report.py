@@ -666,14 +666,16 @@ REACTIONS = (
     10.0,
     REBALANCE_ROUNDS * parse_duration(REBALANCE_PERIOD).total_seconds(),
 )
-"""How long after an overload begins :func:`reaction_floor` ends it: quicker than any round of
-the 1-minute metrics could show it, and the bench rebalancer's fastest (its rounds × period)."""
+"""How long after an overload begins :func:`reaction_floor` ends it: quicker than a round of the
+1-minute metrics could show it, and about the soonest the bench's rebalancer acts (two rounds
+of 15 s; the 1-minute average must first cross its threshold, 9 s after the fact)."""
 
 
 def reaction_floor(rounds: Sequence[Sequence[Outcome]], *, plain: float | None) -> list[str]:
-    """What no rebalancer acting on estimation's placements could go below: estimation's
-    overload had each ended a reaction time after it began (:func:`overload_if_ended`, the
-    median over the rounds estimation ran in), beside plain's median when it ran."""
+    """About the least a rebalancer acting on estimation's placements could leave: estimation's
+    overload had each ended a reaction time after it began (:func:`overload_if_ended`, an
+    estimate, not a bound; the median over the rounds estimation ran in), beside plain's
+    median when it ran."""
     recordings = [
         o.recording
         for outcomes in rounds
@@ -691,8 +693,8 @@ def reaction_floor(rounds: Sequence[Sequence[Outcome]], *, plain: float | None) 
         of_plain = f" ({_ratio(left, plain):.2f} × plain)" if plain else ""
         floors.append(f"{after:g} s {left:.0f} node-s{of_plain}")
     return [
-        "  beside: the least a rebalancer can leave of estimation's overload, had every overload "
-        f"ended that long after it began (median of {len(recordings)} "
+        "  beside: about the least a rebalancer can leave of estimation's overload, had every "
+        f"overload ended that long after it began (median of {len(recordings)} "
         f"round{'s' * (len(recordings) > 1)}): " + ", ".join(floors)
     ]
 

@@ -261,12 +261,14 @@ def quality(recording: Recording, *, cpu_limit: float, memory_limit: float) -> Q
 def overload_if_ended(
     recording: Recording, *, cpu_limit: float, memory_limit: float, after: float
 ) -> float:
-    """The overload node-seconds left had every overload ended ``after`` seconds after it began:
-    the least that anything acting on an overload ``after`` seconds in (a rebalancer waiting
-    for rounds of data over its threshold) could leave, even if each of its moves ended the
-    overload at once. An overload is one node above a limit sample after sample; it begins at
-    its first such sample. Weighted as :func:`quality` weighs samples: ``after`` = ∞ gives its
-    overload node-seconds."""
+    """The overload node-seconds left had every overload ended ``after`` seconds after it began,
+    and nothing else changed: an estimate of what something acting on an overload ``after``
+    seconds in (a rebalancer waiting for rounds of data over its threshold) could leave, if
+    each of its moves ended the overload at once. Not a bound: a real move also changes what
+    comes after it (an overload that stops and begins again gets ``after`` seconds anew here).
+    An overload is one node above a limit sample after sample (a sample without the node ends
+    it); it begins at its first such sample. Weighted as :func:`quality` weighs samples:
+    ``after`` = ∞ gives its overload node-seconds."""
     if not recording.samples:
         return 0.0
     began: dict[str, float] = {}

@@ -206,6 +206,12 @@ def test_an_overload_that_stops_begins_again_later() -> None:
         recording.add(float(at), {"a": Load(cpu, 0.1)})
     # two overloads, 3 s and 2 s: each keeps at most its first 1.5 s
     assert overload_if_ended(recording, cpu_limit=0.7, memory_limit=0.7, after=1.5) == 3.0
+    unseen = Recording()
+    for at, sample in enumerate([{"a": Load(0.8, 0.1)}, {}, {"a": Load(0.8, 0.1)}]):
+        unseen.add(float(at), sample)
+    # a sample without the node ends its overload: two of 1 s each, whatever `after`
+    assert overload_if_ended(unseen, cpu_limit=0.7, memory_limit=0.7, after=0.5) == 1.0
+    assert overload_if_ended(unseen, cpu_limit=0.7, memory_limit=0.7, after=5) == 2.0
     assert overload_if_ended(Recording(), cpu_limit=0.7, memory_limit=0.7, after=1.0) == 0
 
 
