@@ -29,11 +29,9 @@ import asyncio
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -41,20 +39,28 @@ import msgspec
 
 from annotator.evicting import Eviction, TokenBucket, evict
 from annotator.metrics import AnnotatorMetrics
+from annotator.rebalance.full_pod import POD_LIST, FullPod
 from annotator.rebalance.pods import BoundPod
+from annotator.rebalance.status import (
+    EvictionRecord,
+    RebalanceStatus,
+    observed_json,
+    plan_json,
+    stamp,
+)
 from annotator.recording import EventRecorder, ObjectRef
 from shared.annotation_keys import REBALANCE_STATUS_KEY, REBALANCED_FROM_ANNOTATION
 from shared.errors import APINotFoundError, LoadschedError
 from shared.estimation import Need, NodeSize, need_of
 from shared.kube import patching
 from shared.kube.bodies import encode
-from shared.kube.meta import ObjectMeta, PodMeta
+from shared.kube.meta import PodMeta
 from shared.kube.paths import CONFIGMAPS, NODES, PODS
 from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.load_model import NodeLoad, evaluate
 from shared.node_fit import FitNode, PodNeeds, required_affinity, tolerations_of
-from shared.pods import Container, Pod, PodSpec, PodStatus, pod_request
+from shared.pods import Pod, pod_request
 from shared.policy import DynamicSchedulerPolicy
 from shared.quantity import ResourceList
 from shared.quota import Admission
@@ -80,76 +86,9 @@ logger = logging.getLogger(__name__)
 
 UsageQuery = Callable[[str], Awaitable[dict[tuple[str, str], float]]]
 """Runs a PromQL query; (namespace, pod) → value."""
-LAST_EVICTIONS = 50
 MARK_SEEN_SECONDS = 5.0
 """How long the rebalancer waits for its own node watch to show a mark it wrote before it
 evicts (a stand-in for the extender's watch, which reads the same API server)."""
-
-
-class FullContainer(Container, gc=False):
-    ports: list[dict[str, Any]] | None = None
-
-
-class FullPodSpec(PodSpec, gc=False):
-    """:class:`shared.pods.PodSpec` with what only moving a pod reads (raw)."""
-
-    affinity: dict[str, Any] | None = None
-    volumes: list[dict[str, Any]] | None = None
-    topologySpreadConstraints: list[Any] | None = None
-    containers: Sequence[FullContainer] | None = None
-    initContainers: Sequence[FullContainer] | None = None
-
-    @property
-    def local_storage(self) -> bool:
-        """An ``emptyDir`` or ``hostPath`` volume: what it holds stays behind when it moves."""
-        return any("emptyDir" in v or "hostPath" in v for v in self.volumes or ())
-
-    @property
-    def unjudged(self) -> str | None:
-        """What this pod asks of a node that the rebalancer's target check does not judge, or
-        ``None``: its replacement might find no node but the one it left. Required pod
-        affinity or anti-affinity and ``DoNotSchedule`` topology spread (kube-scheduler's),
-        host ports of its containers and sidecars (kube-scheduler's NodePorts; API defaulting
-        sets them for ``hostNetwork`` pods), and claimed volumes (a volume bound to a node or a
-        zone: kube-scheduler's volume binding)."""
-        affinity = self.affinity or {}
-        for kind in ("podAffinity", "podAntiAffinity"):
-            terms = affinity.get(kind)
-            if isinstance(terms, dict) and terms.get(
-                "requiredDuringSchedulingIgnoredDuringExecution"
-            ):
-                return f"required {kind}"
-        for constraint in self.topologySpreadConstraints or ():
-            if (
-                not isinstance(constraint, dict)
-                or constraint.get("whenUnsatisfiable") != "ScheduleAnyway"
-            ):
-                return "topology spread (DoNotSchedule)"
-        sidecars = (c for c in self.initContainers or () if c.restartPolicy == "Always")
-        for container in (*(self.containers or ()), *sidecars):
-            if any(
-                isinstance(port, dict) and port.get("hostPort") for port in container.ports or ()
-            ):
-                return "hostPort"
-        for volume in self.volumes or ():
-            if "persistentVolumeClaim" in volume or "ephemeral" in volume:
-                return "persistent volume"
-        return None
-
-
-class FullPod(msgspec.Struct, gc=False):
-    """A pod as the rebalancer reads it from the API server: with its annotations."""
-
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: FullPodSpec = msgspec.field(default_factory=FullPodSpec)
-    status: PodStatus = msgspec.field(default_factory=PodStatus)
-
-
-class _PodList(msgspec.Struct, gc=False):
-    items: list[FullPod] | None = None
-
-
-_POD_LIST = msgspec.json.Decoder(_PodList)
 
 
 @dataclass
@@ -159,41 +98,6 @@ class NodeFacts:
     annotations: Mapping[str, str]
     size: NodeSize
     fit: FitNode
-
-
-@dataclass
-class EvictionRecord:
-    at: str
-    pod: str
-    node: str
-    target: str
-    metric: str
-    result: str
-    detail: str = ""
-
-
-@dataclass
-class RebalanceStatus:
-    round_at: str = ""
-    dry_run: bool = False
-    nodes: dict[str, int] = field(default_factory=dict)
-    observed: list[dict[str, Any]] = field(default_factory=list)
-    plans: list[dict[str, Any]] = field(default_factory=list)
-    evictions: deque[EvictionRecord] = field(default_factory=lambda: deque(maxlen=LAST_EVICTIONS))
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "roundAt": self.round_at,
-            "dryRun": self.dry_run,
-            "nodes": self.nodes,
-            "overThreshold": self.observed,
-            "plans": self.plans,
-            "lastEvictions": [e.__dict__ for e in reversed(self.evictions)],
-        }
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Rebalancer:
@@ -290,15 +194,17 @@ class Rebalancer:
             (o for o in observations.values() if o.state == "over"),
             key=lambda o: -_excess(o),
         )
-        self.status.round_at = _stamp(now)
+        self.status.round_at = stamp(now)
         self.status.nodes = states
         self.status.observed = [
-            _observed(o) for o in observations.values() if o.state in ("over", "waiting", "held")
+            observed_json(o)
+            for o in observations.values()
+            if o.state in ("over", "waiting", "held")
         ]
         plans: list[NodePlan] = []
         if acting:
             plans = await self._act(acting, facts, observations, now)
-        self.status.plans = [_plan_json(p) for p in plans]
+        self.status.plans = [plan_json(p) for p in plans]
         await self._publish()
         return plans
 
@@ -560,7 +466,7 @@ class Rebalancer:
         self, now: datetime, pod: str, plan: NodePlan, target: str, result: str, detail: str = ""
     ) -> None:
         self.status.evictions.append(
-            EvictionRecord(_stamp(now), pod, plan.node, target, plan.metric, result, detail)
+            EvictionRecord(stamp(now), pod, plan.node, target, plan.metric, result, detail)
         )
 
     # -- marks --------------------------------------------------------------------------------
@@ -638,7 +544,7 @@ class Rebalancer:
             response = await request(
                 self._kube, "GET", path, what=f"pods on node/{node}", retry=self._retry
             )
-            items = _POD_LIST.decode(response.content).items or []
+            items = POD_LIST.decode(response.content).items or []
         except (LoadschedError, msgspec.DecodeError) as e:
             logger.warning("node/%s: pods not read; not rebalanced this round: %s", node, e)
             return None
@@ -745,42 +651,3 @@ def _excess(observation: Observation) -> float:
     if acting is None or acting.value is None:
         return 0.0
     return (acting.value - acting.high) / acting.high
-
-
-def _observed(observation: Observation) -> dict[str, Any]:
-    return {
-        "node": observation.node,
-        "state": observation.state,
-        "metrics": [
-            {
-                "metric": m.metric,
-                "value": m.value,
-                "high": m.high,
-                "low": m.low,
-                "rounds": m.streak,
-            }
-            for m in observation.metrics
-        ],
-    }
-
-
-def _plan_json(plan: NodePlan) -> dict[str, Any]:
-    return {
-        "node": plan.node,
-        "metric": plan.metric,
-        "value": round(plan.value, 5),
-        "high": plan.high,
-        "overshoot": round(plan.overshoot, 6),
-        "resource": plan.resource,
-        "moves": [
-            {
-                "pod": m.pod.key,
-                "usage": round(m.pod.usage, 6),
-                "measured": m.pod.measured,
-                "target": m.target,
-                "valueAfter": round(m.value_after, 5),
-            }
-            for m in plan.moves
-        ],
-        "unplaced": [{"pod": pod, "why": why} for pod, why in plan.unplaced],
-    }

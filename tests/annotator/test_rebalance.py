@@ -14,7 +14,8 @@ import yaml
 
 from annotator.evicting import TokenBucket
 from annotator.metrics import AnnotatorMetrics
-from annotator.rebalance.controller import FullPod, NodeFacts, Rebalancer
+from annotator.rebalance.controller import NodeFacts, Rebalancer
+from annotator.rebalance.full_pod import FullPod
 from annotator.rebalance.pods import BoundPods
 from annotator.recording import EventRecorder
 from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
