@@ -46,21 +46,14 @@ from pathlib import Path
 
 from bench import trimaran
 from bench.quality_report import (
-    FIGURES,
-    median_figures,
-    moves_targets,
-    peer_targets,
     recorded,
     render_decisions,
     render_durations,
     render_html,
-    render_medians,
     render_moves,
     render_png,
     render_table,
     replayed,
-    targets,
-    why,
 )
 from bench.quality_run import Harness, Outcome
 from bench.quality_strategies import (
@@ -75,6 +68,15 @@ from bench.quality_strategies import (
     STRATEGIES,
     Strategy,
 )
+from bench.quality_targets import (
+    FIGURES,
+    median_figures,
+    moves_targets,
+    peer_targets,
+    render_medians,
+    targets,
+)
+from bench.quality_why import why
 from bench.results import record
 from sandbox.build import (
     ensure_descheduler,

@@ -1,73 +1,30 @@
-"""bench/quality.py's results: the table, the targets with their measured ratios, and the chart
-of the busiest node's true CPU over time per strategy (self-contained HTML with SVG, and a
-PNG when matplotlib is installed)."""
+"""bench/quality.py's results: the table per round, what the extender and kube-scheduler
+counted, the moves, how long each strategy took, the saved runs, and the chart of the busiest
+node's true CPU over time per strategy (self-contained HTML with SVG, and a PNG when matplotlib
+is installed). The targets are judged in :mod:`bench.quality_targets`, and explained in
+:mod:`bench.quality_why`."""
 
 from __future__ import annotations
 
 import dataclasses
 import html
-import math
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.quality_moves import Moves
-from bench.quality_run import NODE_CPUS, SCHEDULER_STEPS, Outcome
+from bench.quality_run import SCHEDULER_STEPS, Outcome
 from bench.quality_strategies import (
     BY_KEY,
     CPU_LIMIT,
     EVICTING,
-    FACTORS,
-    MEMORY_LIMIT,
-    REBALANCE_PERIOD,
-    REBALANCE_ROUNDS,
 )
-from bench.results import Figure
-from bench.results import measured as judged
-from bench.targets import Target, target
+from bench.quality_targets import rows
 from sandbox.workload import (
     Load,
-    Quality,
     Recording,
-    Trace,
-    overload_if_ended,
     percentile,
-    pod_usage,
-    quality,
 )
-from shared.durations import parse_duration
-
-OF_HOT_ONLY = target("quality", "estimation-overload-of-hot-only")
-OF_PLAIN = target("quality", "estimation-overload-of-plain")
-LATENCY_OF_HOT_ONLY = target("quality", "estimation-latency-of-hot-only")
-REBALANCE_OF_PLAIN = target("quality", "rebalance-overload-of-plain")
-REBALANCE_OF_BOTH = target("quality", "rebalance-overload-of-loadsched-descheduler")
-EVICTIONS_OF_DESCHEDULER = target("quality", "rebalance-evictions-of-descheduler")
-UNSAFE_MOVES = target("quality", "rebalance-unsafe-moves")
-PEERS = {
-    "trimaran-tlp": (
-        target("quality", "estimation-overload-of-trimaran-tlp"),
-        target("quality", "estimation-latency-of-trimaran-tlp"),
-        "tlp",
-    ),
-    "trimaran-lvrb": (
-        target("quality", "estimation-overload-of-trimaran-lvrb"),
-        target("quality", "estimation-latency-of-trimaran-lvrb"),
-        "lvrb",
-    ),
-}
-"""Each real Trimaran strategy: estimation's two targets against it, and loadsched's own
-policy of the same plugin, printed beside."""
-BESIDE_PEERS = {
-    "estimation-watch": "estimation, kube-scheduler binds: the chart's default",
-    "minimal-extender": "an HTTP extender that decides nothing",
-}
-"""Printed beside each real Trimaran strategy when they ran, not judged: the recommended
-policy without the bind verb, and an HTTP extender's latency apart from what it decides."""
-FIGURES: list[Figure] = []
-"""The targets' figures as judged, for out/results (:mod:`bench.results`)."""
 
 COLORS = {
     "plain": "#7f8c8d",
@@ -89,23 +46,6 @@ COLORS = {
 }
 
 
-@dataclass(frozen=True)
-class Row:
-    outcome: Outcome
-    quality: Quality
-    p50: float
-    p99: float
-
-
-def rows(outcomes: Sequence[Outcome]) -> list[Row]:
-    out = []
-    for o in outcomes:
-        if o.skipped is None:
-            measured = quality(o.recording, cpu_limit=CPU_LIMIT, memory_limit=MEMORY_LIMIT)
-            out.append(Row(o, measured, percentile(o.latencies, 50), percentile(o.latencies, 99)))
-    return out
-
-
 def render_table(outcomes: Sequence[Outcome]) -> str:
     head = (
         f"{'strategy':<38}{'overload':>10}{'cpu p99':>9}{'cpu max':>9}{'spread':>8}"
@@ -125,224 +65,6 @@ def render_table(outcomes: Sequence[Outcome]) -> str:
             f"{q.spread:8.3f}{row.p50:9.2f}{row.p99:9.2f}{o.pending:>5}/{o.created:<3}"
         )
     return "\n".join(lines)
-
-
-def _ratio(a: float, b: float) -> float:
-    if b == 0:
-        return 0.0 if a == 0 else math.inf
-    return a / b
-
-
-@dataclass(frozen=True)
-class Figures:
-    """What the targets compare, for one strategy (one round, or the median of rounds)."""
-
-    overload: float
-    """Node-seconds above a limit."""
-    latency_p99: float
-
-
-def figures(outcomes: Sequence[Outcome]) -> dict[str, Figures]:
-    return {
-        r.outcome.strategy.key: Figures(r.quality.overload_node_seconds, r.p99)
-        for r in rows(outcomes)
-    }
-
-
-def median_figures(rounds: Sequence[Sequence[Outcome]]) -> dict[str, Figures]:
-    """Per strategy, the median over the rounds it ran in of each figure."""
-    per_round = [figures(outcomes) for outcomes in rounds]
-    keys = dict.fromkeys(k for measured in per_round for k in measured)
-    out = {}
-    for key in keys:
-        ran = [measured[key] for measured in per_round if key in measured]
-        out[key] = Figures(
-            statistics.median(f.overload for f in ran),
-            statistics.median(f.latency_p99 for f in ran),
-        )
-    return out
-
-
-def render_medians(rounds: Sequence[Sequence[Outcome]]) -> str:
-    medians = median_figures(rounds)
-    wide = max([14, *(len(key) + 1 for key in medians)])
-    lines = [f"{'strategy':<{wide}}{'overload node-s':>17}{'lat p99 s':>11}   per round"]
-    for key, median in medians.items():
-        each = [figures(outcomes).get(key) for outcomes in rounds]
-        shown = ", ".join(f"{f.overload:.0f}/{f.latency_p99:.2f}" for f in each if f is not None)
-        lines.append(f"{key:<{wide}}{median.overload:17.0f}{median.latency_p99:11.2f}   {shown}")
-    return "\n".join(lines)
-
-
-def targets(measured: dict[str, Figures]) -> tuple[list[str], bool]:
-    """The three targets, each met or missed with its measured ratio; False if any is missed
-    or cannot be measured."""
-    est, hot, plain = (measured.get(k) for k in ("estimation", "hot-only", "plain"))
-    if est is None or hot is None or plain is None:
-        missing = [
-            k for k, r in (("estimation", est), ("hot-only", hot), ("plain", plain)) if r is None
-        ]
-        return [f"targets not measured: {', '.join(missing)} did not run"], False
-    checks = [
-        (
-            OF_HOT_ONLY,
-            "estimation overload node-s {sign} {bound:g} × hot-only",
-            _ratio(est.overload, hot.overload),
-            f"{est.overload:.0f} / {hot.overload:.0f}",
-        ),
-        (
-            OF_PLAIN,
-            "estimation overload node-s {sign} {bound:g} × plain",
-            _ratio(est.overload, plain.overload),
-            f"{est.overload:.0f} / {plain.overload:.0f}",
-        ),
-        (
-            LATENCY_OF_HOT_ONLY,
-            "estimation latency p99 {sign} {bound:g} × hot-only",
-            _ratio(est.latency_p99, hot.latency_p99),
-            f"{est.latency_p99:.2f} s / {hot.latency_p99:.2f} s",
-        ),
-    ]
-    return judge(checks)
-
-
-def peer_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]:
-    """Estimation against each real Trimaran strategy in the run (medians over rounds, with
-    each round's ratio), then loadsched's own policy of that plugin beside the real one; not
-    measured (a miss) when one side of a pair in the run did not run; nothing without one."""
-    medians = median_figures(rounds)
-    asked = {o.strategy.key for outcomes in rounds for o in outcomes}
-    est = medians.get("estimation")
-    checks: list[Check] = []
-    beside, unmeasured = [], []
-    for key, (overload_goal, latency_goal, copy) in PEERS.items():
-        if key not in asked:
-            continue
-        peer = medians.get(key)
-        if est is None or peer is None:
-            missing = [k for k, f in (("estimation", est), (key, peer)) if f is None]
-            unmeasured.append(
-                f"  targets against {key} not measured: {', '.join(missing)} did not run"
-            )
-            continue
-        each = [
-            (f["estimation"], f[key])
-            for f in (figures(outcomes) for outcomes in rounds)
-            if "estimation" in f and key in f
-        ]
-        per_round = ", ".join(f"{_ratio(a.overload, b.overload):.2f}" for a, b in each)
-        checks.append(
-            (
-                overload_goal,
-                f"estimation overload node-s {{sign}} {{bound:g}} × {key}",
-                _ratio(est.overload, peer.overload),
-                f"{est.overload:.0f} / {peer.overload:.0f}; per round {per_round}",
-            )
-        )
-        checks.append(
-            (
-                latency_goal,
-                f"estimation latency p99 {{sign}} {{bound:g}} × {key}",
-                _ratio(est.latency_p99, peer.latency_p99),
-                f"{est.latency_p99:.2f} s / {peer.latency_p99:.2f} s",
-            )
-        )
-        if (ours := medians.get(copy)) is not None:
-            beside.append(
-                f"  {copy} (loadsched's policy of it) beside {key}: overload node-s "
-                f"{ours.overload:.0f} / {peer.overload:.0f} "
-                f"(ratio {_ratio(ours.overload, peer.overload):.2f}), latency p99 "
-                f"{ours.latency_p99:.2f} s / {peer.latency_p99:.2f} s"
-            )
-        for other, what in BESIDE_PEERS.items():
-            if (theirs := medians.get(other)) is not None:
-                beside.append(
-                    f"  {other} ({what}) beside {key}: overload node-s "
-                    f"{theirs.overload:.0f} / {peer.overload:.0f}, latency p99 "
-                    f"{theirs.latency_p99:.2f} s / {peer.latency_p99:.2f} s "
-                    f"(ratio {_ratio(theirs.latency_p99, peer.latency_p99):.2f})"
-                )
-    lines, ok = judge(checks)
-    return lines + beside + unmeasured, ok and not unmeasured
-
-
-Check = tuple[Target, str, float, str]
-"""A target, its line (``{sign}`` and ``{bound}`` filled in), the figure, how it was made."""
-
-
-def judge(checks: Sequence[Check]) -> tuple[list[str], bool]:
-    """Each check's line with its verdict (its figure recorded for out/results); False if
-    one counts as missed."""
-    lines, ok = [], True
-    for goal, name, ratio, shown in checks:
-        FIGURES.append(judged(goal, ratio))
-        ok = ok and not goal.counts(ratio)
-        title = name.format(sign=goal.sign, bound=goal.bound)
-        lines.append(f"  {title}: {goal.judge(ratio)} (ratio {ratio:.2f}; {shown})")
-    return lines, ok
-
-
-def why(
-    rounds: Sequence[Sequence[Outcome]],
-    measured: dict[str, Figures],
-    traces: Sequence[Trace] = (),
-) -> list[str]:
-    """For each target the medians miss, what the recording shows behind it: the nodes that
-    carried estimation's overload (node-seconds, each round) and, given the rounds' traces,
-    what was on each at its peak (:func:`at_peak`); or its pods slower than the latency bound
-    (how many, how slow, each round)."""
-    est, hot, plain = (measured.get(k) for k in ("estimation", "hot-only", "plain"))
-    if est is None or hot is None or plain is None:
-        return []
-    lines = []
-    if est.overload > min(0.5 * hot.overload, 0.2 * plain.overload):
-        for number, outcomes in enumerate(rounds, 1):
-            for o in outcomes:
-                if o.strategy.key == "estimation" and o.skipped is None:
-                    carried = overload_by_node(o)
-                    top = (
-                        ", ".join(
-                            f"{n} {s:.0f} s (peak {peak:.0%}, over from {first:.0f} to "
-                            f"{last:.0f} s)"
-                            for n, s, peak, first, last in carried[:3]
-                        )
-                        or "none"
-                    )
-                    lines.append(f"  why (overload), round {number}: node-seconds by node: {top}")
-                    if o.decisions:  # runs saved before: not counted
-                        lines.append(f"    {decided(o.decisions)}")
-                    if number <= len(traces) and o.bound:  # runs saved before: no bindings
-                        lines += [
-                            f"    {at_peak(o, traces[number - 1], node)}"
-                            for node, *_ in carried[:3]
-                        ]
-    bound = 1.1 * hot.latency_p99
-    if est.latency_p99 > bound:
-        for number, outcomes in enumerate(rounds, 1):
-            for o in outcomes:
-                if o.strategy.key == "estimation" and o.skipped is None:
-                    slow = sorted((t for t in o.latencies if t > bound), reverse=True)
-                    shown = ", ".join(f"{t:.1f}" for t in slow[:6])
-                    lines.append(
-                        f"  why (latency), round {number}: {len(slow)} of {len(o.latencies)} "
-                        f"pods took over {bound:.2f} s to bind"
-                        + (f" ({shown} s)" if slow else "")
-                        + f"; p99 is the {_rank_from_top(len(o.latencies))} slowest"
-                    )
-                    binds = _bind_times(outcomes)
-                    if binds:
-                        lines.append(f"    the extender's bind took on average {binds}")
-    return lines
-
-
-def _bind_times(outcomes: Sequence[Outcome]) -> str:
-    """Each strategy's mean time per bind call in a round, for the strategies that bound
-    through the extender (a pod's latency includes its binding)."""
-    return ", ".join(
-        f"{o.strategy.key} {o.verbs['bind'] * 1000:.1f} ms"
-        for o in outcomes
-        if o.skipped is None and "bind" in o.verbs
-    )
 
 
 def render_decisions(outcomes: Sequence[Outcome]) -> list[str]:
@@ -377,67 +99,6 @@ def decided(decisions: dict[str, float]) -> str:
         f"(whenNoNodeHasRoom: place), {refused:.0f} node refusal(s) for want of room for a "
         "pod's estimate"
     )
-
-
-def overload_by_node(outcome: Outcome) -> list[tuple[str, float, float, float, float]]:
-    """Per node over a limit: its node-seconds above a limit (the samples' gaps as in
-    :func:`sandbox.workload.quality`), its peak usage then (CPU or memory, the higher), and
-    when it was first and last over (seconds from the first sample); most node-seconds first."""
-    times, samples = outcome.recording.times, outcome.recording.samples
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-    gaps.append(statistics.median(gaps) if gaps else 1.0)
-    carried: dict[str, tuple[float, float, float, float]] = {}
-    for at, gap, sample in zip(times, gaps, samples, strict=True):
-        for name, load in sample.items():
-            if load.cpu > CPU_LIMIT or load.memory > MEMORY_LIMIT:
-                since = at - times[0]
-                seconds, peak, first, _ = carried.get(name, (0.0, 0.0, since, since))
-                carried[name] = (seconds + gap, max(peak, load.cpu, load.memory), first, since)
-    return sorted(
-        ((name, *figures) for name, figures in carried.items()),
-        key=lambda item: (-item[1], item[0]),
-    )
-
-
-KINDS = ("hungry", "typical", "light")
-
-
-def at_peak(outcome: Outcome, trace: Trace, node: str) -> str:
-    """What made up ``node``'s CPU at its peak: its own load, and the pods bound there that
-    ran then, by usage kind, each kind's true use beside what estimation assumed of it (the
-    pods' requests × the CPU factor), in points of the node."""
-    times, samples = outcome.recording.times, outcome.recording.samples
-    at, total = max(
-        ((t, s[node].cpu) for t, s in zip(times, samples, strict=True) if node in s),
-        key=lambda pair: pair[1],
-    )
-    profiles = {a.name: a.profile for a in trace.arrivals}
-    factor = FACTORS["cpu"]
-    use = dict.fromkeys(KINDS, 0.0)
-    assumed = dict.fromkeys(KINDS, 0.0)
-    count = dict.fromkeys(KINDS, 0)
-    for pod, (where, bound_at) in outcome.bound.items():
-        profile = profiles.get(pod)
-        if where != node or profile is None or not bound_at <= at < bound_at + profile.lifetime:
-            continue
-        cores, _ = pod_usage(profile, bound_at=bound_at, now=at)
-        use[profile.kind] += cores / NODE_CPUS
-        assumed[profile.kind] += profile.cpu_request * factor / NODE_CPUS
-        count[profile.kind] += 1
-    pods = sum(use.values())
-    kinds = ", ".join(
-        f"{count[k]} {k} {use[k]:.0%} (estimated {assumed[k]:.0%})" for k in KINDS if count[k]
-    )
-    return (
-        f"{node} at {at - times[0]:.0f} s, CPU {total:.0%}: its own load {total - pods:.0%}, "
-        f"{sum(count.values())} pods {pods:.0%} (estimated {sum(assumed.values()):.0%})"
-        + (f": {kinds}" if kinds else "")
-    )
-
-
-def _rank_from_top(count: int) -> str:
-    rank = count - max(math.ceil(0.99 * count), 1) + 1
-    return {1: "1st", 2: "2nd", 3: "3rd"}.get(rank, f"{rank}th")
 
 
 def replayed(record: dict[str, Any]) -> Outcome:
@@ -599,104 +260,6 @@ def render_moves(outcomes: Sequence[Outcome]) -> list[str]:
         "bound; repl: eviction to replacement bound, s"
     )
     return lines
-
-
-def unsafe(moves: Moves) -> int:
-    """Moves no SRE accepts: workloads evicted twice, replacements back where they left,
-    evictions past a budget, replacements never bound."""
-    return moves.evicted_twice + moves.back_on_source + moves.over_budget + moves.lost
-
-
-def moves_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]:
-    """The rebalancer's targets against plain, the real descheduler and loadsched with it
-    (medians over rounds; unsafe moves: the worst round); none when it did not run."""
-    overload = {k: f.overload for k, f in median_figures(rounds).items()}
-    ran = [o for outcomes in rounds for o in outcomes if o.skipped is None and o.moves]
-    if "rebalance" not in overload or not ran:
-        return [], True
-    evictions: dict[str, list[int]] = {}
-    for o in ran:
-        assert o.moves is not None
-        evictions.setdefault(o.strategy.key, []).append(o.moves.evictions)
-    median_evictions = {k: statistics.median(v) for k, v in evictions.items()}
-    checks: list[Check] = []
-    for goal, other, name in (
-        (REBALANCE_OF_PLAIN, "plain", "rebalance overload node-s {sign} {bound:g} × plain"),
-        (
-            REBALANCE_OF_BOTH,
-            "loadsched+descheduler",
-            "rebalance overload node-s {sign} {bound:g} × loadsched+descheduler",
-        ),
-    ):
-        if other in overload:
-            ratio = _ratio(overload["rebalance"], overload[other])
-            shown = f"{overload['rebalance']:.0f} / {overload[other]:.0f}"
-            checks.append((goal, name, ratio, shown))
-    if "descheduler" in median_evictions and "rebalance" in median_evictions:
-        ours, theirs = median_evictions["rebalance"], median_evictions["descheduler"]
-        checks.append(
-            (
-                EVICTIONS_OF_DESCHEDULER,
-                "rebalance evictions {sign} {bound:g} × descheduler",
-                _ratio(ours, theirs),
-                f"{ours:g} / {theirs:g}",
-            )
-        )
-    worst = max(unsafe(o.moves) for o in ran if o.strategy.key == "rebalance" and o.moves)
-    checks.append(
-        (UNSAFE_MOVES, "rebalance unsafe moves {sign} {bound:g}", float(worst), f"{worst}")
-    )
-    lines, ok = judge(checks)
-    lines += reaction_floor(rounds, plain=overload.get("plain"))
-    for key in ("descheduler", "loadsched+descheduler"):
-        peer = [o.moves for o in ran if o.strategy.key == key and o.moves]
-        if peer:
-            lines.append(
-                f"  {key}, beside (worst round): "
-                f"{max(m.evicted_twice for m in peer)} workloads evicted twice, "
-                f"{max(m.back_on_source for m in peer)} replacements back on their node, "
-                f"{max(m.over_budget for m in peer)} past a budget, "
-                f"{max(m.lost for m in peer)} never bound"
-            )
-    return lines, ok
-
-
-REACTIONS = (
-    5.0,
-    10.0,
-    REBALANCE_ROUNDS * parse_duration(REBALANCE_PERIOD).total_seconds(),
-)
-"""How long after an overload begins :func:`reaction_floor` ends it: quicker than a round of the
-1-minute metrics could show it, and about the soonest the bench's rebalancer acts (two rounds
-of 15 s; the 1-minute average must first cross its threshold, 9 s after the fact)."""
-
-
-def reaction_floor(rounds: Sequence[Sequence[Outcome]], *, plain: float | None) -> list[str]:
-    """About the least a rebalancer acting on estimation's placements could leave: estimation's
-    overload had each ended a reaction time after it began (:func:`overload_if_ended`, an
-    estimate, not a bound; the median over the rounds estimation ran in), beside plain's
-    median when it ran."""
-    recordings = [
-        o.recording
-        for outcomes in rounds
-        for o in outcomes
-        if o.strategy.key == "estimation" and o.skipped is None
-    ]
-    if not recordings:
-        return []
-    floors = []
-    for after in REACTIONS:
-        left = statistics.median(
-            overload_if_ended(r, cpu_limit=CPU_LIMIT, memory_limit=MEMORY_LIMIT, after=after)
-            for r in recordings
-        )
-        of_plain = f" ({_ratio(left, plain):.2f} × plain)" if plain else ""
-        floors.append(f"{after:g} s {left:.0f} node-s{of_plain}")
-    return [
-        "  beside: about the least a rebalancer can leave of estimation's overload, had every "
-        f"overload ended that long after it began (median of {len(recordings)} "
-        f"round{'s' * (len(recordings) > 1)}): " + ", ".join(floors)
-    ]
 
 
 def render_durations(rounds: Sequence[Sequence[Outcome]]) -> str:

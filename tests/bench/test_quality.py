@@ -15,19 +15,12 @@ from prometheus_client import generate_latest
 from bench import descheduler, quality_strategies, trimaran
 from bench.quality_moves import Moves
 from bench.quality_report import (
-    figures,
-    median_figures,
-    moves_targets,
-    peer_targets,
     recorded,
     render_decisions,
     render_durations,
-    render_medians,
     render_moves,
     render_table,
     replayed,
-    targets,
-    why,
 )
 from bench.quality_run import Outcome, decision_counts, scheduler_seconds, verb_seconds
 from bench.quality_strategies import (
@@ -37,6 +30,15 @@ from bench.quality_strategies import (
     HOT_VALUE,
     STRATEGIES,
 )
+from bench.quality_targets import (
+    figures,
+    median_figures,
+    moves_targets,
+    peer_targets,
+    render_medians,
+    targets,
+)
+from bench.quality_why import why
 from extender.scheduling.metrics import ExtenderMetrics
 from sandbox.cluster import NodeSpec
 from sandbox.workload import GI as GiB
