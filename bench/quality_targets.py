@@ -295,6 +295,17 @@ def moves_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]
         (UNSAFE_MOVES, "rebalance unsafe moves {sign} {bound:g}", float(worst), f"{worst}")
     )
     lines, ok = judge(checks)
+    if not any(evictions.get("rebalance", ())):
+        lines.append(
+            "  the rebalancer evicted nothing in any round: its overload is its placement's "
+            "(estimation + hot value)"
+            + (
+                f", {overload['estimation']:.0f} node-s as estimation"
+                if "estimation" in overload
+                else ""
+            )
+            + ", and differs from it by the rounds' spread alone"
+        )
     lines += reaction_floor(rounds, plain=overload.get("plain"))
     for key in ("descheduler", "loadsched+descheduler"):
         peer = [o.moves for o in ran if o.strategy.key == key and o.moves]

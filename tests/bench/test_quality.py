@@ -441,6 +441,11 @@ def test_beside_the_rebalancers_targets_the_least_any_rebalancer_could_leave() -
         evicting("rebalance", 12, Moves()),
     ]
     lines, _ = moves_targets([outcomes])
+    assert (
+        "  the rebalancer evicted nothing in any round: its overload is its placement's "
+        "(estimation + hot value), 12 node-s as estimation, and differs from it by the "
+        "rounds' spread alone"
+    ) in lines
     floor = [line for line in lines if "the least a rebalancer can leave" in line]
     assert floor == [
         "  beside: about the least a rebalancer can leave of estimation's overload, had every "
