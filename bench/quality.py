@@ -22,8 +22,13 @@ p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.
 sample in out/quality.json.
 
     .venv/bin/python -m bench.quality [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
+        [--growth 0.3]
     .venv/bin/python -m bench.quality --from out/quality.json [--from other/quality.json ...]
-        [--seed 7] [--quick]
+        [--seed 7] [--quick] [--growth 0.3]
+
+``--growth SHARE`` makes that share of the trace's pods grow once they have run a while (their
+CPU use × 1.5–2, 20–40 s after they start): load that appears after binding, which no placement
+sees coming and only moving pods can correct. The rest of the trace stays as it was.
 
 Each round's table is followed by what the extender's filter did for want of room, per strategy
 it served (answers that placed a pod no node had room for; node refusals for want of room), and
@@ -32,7 +37,7 @@ kube-scheduler's own mean times, per strategy (algorithm, attempt, queued to bou
 shows behind it (the nodes that carried the overload, or the pods slower than the latency
 bound, each round). ``--from`` prints a saved
 run's report again without running anything; given several saved runs (of the same traces:
-the same ``--seed`` and ``--quick``), it pools their rounds and judges the targets on each
+the same ``--seed``, ``--quick`` and ``--growth``), it pools their rounds and judges the targets on each
 strategy's median over all of them, a verdict less at the mercy of one run's spread.
 """
 
@@ -40,8 +45,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bench import trimaran
@@ -118,11 +125,19 @@ def chosen(text: str) -> list[str]:
 
 
 def trace_note(shape: TraceShape, seed: int, trace_pods: int, bursts: dict[str, int]) -> str:
+    growth = (
+        f"; {shape.growth_share:.0%} of pods grow, their CPU use × "
+        f"{shape.growth[0]:g}–{shape.growth[1]:g} from {shape.grows_after[0]:.0f}–"
+        f"{shape.grows_after[1]:.0f} s after they start"
+        if shape.growth_share > 0
+        else ""
+    )
     return (
         f"trace: seed {seed}, {trace_pods} pods over {shape.arrivals_for:.0f} s: steady arrivals "
         f"({shape.steady_rate}/s, lifetimes {shape.steady_lifetime[0]:.0f}–{shape.steady_lifetime[1]:.0f} s) "
         f"and bursts {', '.join(f'{g}: {n} pods' for g, n in bursts.items())}; "
         f"pods start using CPU {shape.startup[0]:.0f}–{shape.startup[1]:.0f} s after binding"
+        + growth
     )
 
 
@@ -162,6 +177,12 @@ def main() -> int:
         help="play the trace this many times (seeds seed, seed+1, ...); targets use each "
         "strategy's median",
     )
+    parser.add_argument(
+        "--growth",
+        type=growth_share,
+        default=0.0,
+        help="the share of pods (0..1) whose CPU use grows once they have run a while",
+    )
     parser.add_argument("--drain", type=float, default=25.0, help="seconds after the last arrival")
     parser.add_argument("--out", default="out")
     parser.add_argument(
@@ -174,7 +195,7 @@ def main() -> int:
     )
     options = parser.parse_args()
     started = time.monotonic()
-    shape = QUICK if options.quick else FULL
+    shape = replace(QUICK if options.quick else FULL, growth_share=options.growth)
     out = Path(options.out)
     if options.saved:
         rounds, traces = [], []
@@ -301,6 +322,16 @@ def rounds_count(text: str) -> int:
     if not 1 <= count <= 20:
         raise argparse.ArgumentTypeError(f"--rounds: {text!r} is not a whole number 1..20")
     return count
+
+
+def growth_share(text: str) -> float:
+    try:
+        share = float(text)
+    except ValueError:
+        share = math.nan
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"--growth: {text!r} is not a share 0..1")
+    return share
 
 
 if __name__ == "__main__":

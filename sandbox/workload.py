@@ -4,7 +4,9 @@ its background load and the pods bound to it. Pure: no I/O, time is passed in (s
 
 A pod uses nothing until a startup delay after its binding; then it uses its profile's
 fraction of its request (some pods a fifth of it, some more than all of it), swinging by an
-amplitude over a period; nothing after it is deleted. Node usage is capped at 100 %.
+amplitude over a period; nothing after it is deleted. In a trace with growth, some pods' CPU
+use grows by a factor once they have run a while: load that appears after binding, which no
+placement sees coming. Node usage is capped at 100 %.
 
     trace = make_trace(TraceShape(), seed=7)
     usage = node_usage(background, placed_pods, now=42.0, cpus=8, memory=32 * 2**30)
@@ -16,7 +18,7 @@ import math
 import random
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 GI = 2**30
 MI = 2**20
@@ -43,6 +45,9 @@ class Profile:
     """Seconds from binding until the pod uses anything."""
     lifetime: float
     """Seconds from binding until the trace deletes the pod."""
+    grows_after: float | None = None
+    """Seconds from its start until its CPU use grows by :attr:`growth`; ``None``: never."""
+    growth: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,12 @@ class TraceShape:
     startup: tuple[float, float] = (10.0, 30.0)
     kinds: tuple[tuple[str, float], ...] = (("light", 0.3), ("typical", 0.5), ("hungry", 0.2))
     """Usage kinds and their probabilities."""
+    growth_share: float = 0.0
+    """The share of pods whose CPU use grows once they have run a while; 0: none."""
+    grows_after: tuple[float, float] = (20.0, 40.0)
+    """Seconds from a growing pod's start until it grows."""
+    growth: tuple[float, float] = (1.5, 2.0)
+    """The factor its CPU use grows by."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +154,26 @@ def make_trace(shape: TraceShape, *, seed: int) -> Trace:
             )
             arrivals.append(Arrival(burst_at, f"burst{number}-{i}", f"burst-{number}", profile))
     arrivals.sort(key=lambda a: (a.at, a.name))
-    return Trace(shape, seed, tuple(arrivals))
+    return Trace(shape, seed, tuple(_grown(arrivals, shape, seed)))
+
+
+def _grown(arrivals: list[Arrival], shape: TraceShape, seed: int) -> list[Arrival]:
+    """``arrivals`` with ``growth_share`` of them growing, drawn apart from the rest of the
+    trace: the same seed gives the same pods with growth and without."""
+    if shape.growth_share <= 0:
+        return arrivals
+    rng = random.Random(f"growth-{seed}")
+    out = []
+    for arrival in arrivals:
+        if rng.random() < shape.growth_share:
+            profile = replace(
+                arrival.profile,
+                grows_after=rng.uniform(*shape.grows_after),
+                growth=rng.uniform(*shape.growth),
+            )
+            arrival = replace(arrival, profile=profile)
+        out.append(arrival)
+    return out
 
 
 @dataclass(frozen=True)
@@ -171,6 +201,8 @@ def pod_usage(profile: Profile, *, bound_at: float, now: float) -> tuple[float, 
         return 0.0, 0.0
     phase = 2 * math.pi * (now - started) / profile.swing_period
     cpu = profile.cpu_request * (profile.cpu_fraction + profile.cpu_swing * math.sin(phase))
+    if profile.grows_after is not None and now >= started + profile.grows_after:
+        cpu *= profile.growth
     return max(cpu, 0.0), profile.memory_request * profile.memory_fraction
 
 

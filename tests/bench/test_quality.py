@@ -349,6 +349,24 @@ def test_saved_runs_given_together_are_judged_on_their_pooled_rounds(
     assert "estimation overload node-s ≤ 0.5 × hot-only: met (ratio 0.25; 1 / 4)" in pooled
     assert pooled.count("trace: seed 8,") == 1  # each trace described once
     assert "3/1.00, 1/1.00, 1/1.00" in pooled  # estimation's rounds, in the order given
+    assert "of pods grow" not in pooled
+    monkeypatch.setattr("sys.argv", [*argv, "--growth", "0.3"])
+    quality.main()
+    assert "; 30% of pods grow, their CPU use × 1.5–2 from 20–40 s after they start" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize("text", ["-0.1", "1.5", "nan", "half"])
+def test_a_growth_share_outside_0_to_1_is_refused_naming_the_flag(
+    text: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import quality
+
+    monkeypatch.setattr("sys.argv", ["quality.py", "--growth", text])
+    with pytest.raises(SystemExit):
+        quality.main()
+    assert f"--growth: {text!r} is not a share 0..1" in capsys.readouterr().err
 
 
 def test_the_rebalancer_runs_on_estimations_policy_with_thresholds_from_its_limits() -> None:

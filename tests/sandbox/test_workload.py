@@ -4,6 +4,7 @@ quality figures computed from it."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -64,6 +65,31 @@ def test_a_trace_has_steady_arrivals_and_deployment_sized_bursts(seed: int) -> N
         sizes = {(a.profile.cpu_request, a.profile.memory_request) for a in pods}
         assert len(sizes) == 1 and sizes <= set(BURST_SIZES)
     assert [a.at for a in trace.arrivals] == sorted(a.at for a in trace.arrivals)
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_growth_leaves_the_trace_as_it_was_but_for_the_pods_that_grow(seed: int) -> None:
+    plain = make_trace(SHAPE, seed=seed)
+    shape = replace(SHAPE, growth_share=0.3)
+    grown = make_trace(shape, seed=seed)
+    assert grown == make_trace(shape, seed=seed)
+    assert all(a.profile.grows_after is None for a in plain.arrivals)
+    growing = 0
+    for before, after in zip(plain.arrivals, grown.arrivals, strict=True):
+        assert replace(after.profile, grows_after=None, growth=1.0) == before.profile
+        assert (before.at, before.name) == (after.at, after.name)
+        if after.profile.grows_after is not None:
+            growing += 1
+            assert shape.grows_after[0] <= after.profile.grows_after <= shape.grows_after[1]
+            assert shape.growth[0] <= after.profile.growth <= shape.growth[1]
+    assert 0.2 * len(plain.arrivals) < growing < 0.4 * len(plain.arrivals)
+
+
+def test_a_growing_pod_uses_its_growth_from_its_start_plus_the_delay() -> None:
+    grows = profile(grows_after=20.0, growth=2.0)  # starts 10 s after binding, at 0.5 core
+    assert pod_usage(grows, bound_at=5.0, now=34.9)[0] == pytest.approx(0.5)
+    assert pod_usage(grows, bound_at=5.0, now=35.0)[0] == pytest.approx(1.0)
+    assert pod_usage(grows, bound_at=5.0, now=90.0) == (pytest.approx(1.0), 0.5 * GI)
 
 
 def test_profiles_span_a_fifth_of_the_request_to_more_than_all_of_it() -> None:
