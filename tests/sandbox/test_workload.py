@@ -18,6 +18,7 @@ from sandbox.workload import (
     Profile,
     Recording,
     TraceShape,
+    averaged_overload,
     backgrounds,
     make_trace,
     node_usage,
@@ -89,7 +90,9 @@ def test_a_growing_pod_uses_its_growth_from_its_start_plus_the_delay() -> None:
     grows = profile(grows_after=20.0, growth=2.0)  # starts 10 s after binding, at 0.5 core
     assert pod_usage(grows, bound_at=5.0, now=34.9)[0] == pytest.approx(0.5)
     assert pod_usage(grows, bound_at=5.0, now=35.0)[0] == pytest.approx(1.0)
-    assert pod_usage(grows, bound_at=5.0, now=90.0) == (pytest.approx(1.0), 0.5 * GI)
+    cores, memory = pod_usage(grows, bound_at=5.0, now=90.0)
+    assert cores == pytest.approx(1.0)
+    assert memory == 0.5 * GI  # memory does not grow
 
 
 def test_profiles_span_a_fifth_of_the_request_to_more_than_all_of_it() -> None:
@@ -258,3 +261,27 @@ def test_overload_if_ended_is_at_most_the_overload(
     assert overload_if_ended(
         recording, cpu_limit=0.7, memory_limit=0.7, after=math.inf
     ) == pytest.approx(whole)
+
+
+def test_an_average_over_a_window_hides_the_swings_within_it() -> None:
+    """CPU swinging 0.9, 0.2, 0.9, ... each second: over the limit half the time, but its
+    4-second average is over only at the first sample (0.9 alone); held at 0.8, always."""
+    swinging, held = Recording(), Recording()
+    for at in range(10):
+        swinging.add(float(at), {"a": Load(0.9 if at % 2 == 0 else 0.2, 0.1)})
+        held.add(float(at), {"a": Load(0.8, 0.1)})
+    limits = {"cpu_limit": 0.7, "memory_limit": 0.7}
+    assert quality(swinging, **limits).overload_node_seconds == 5
+    assert averaged_overload(swinging, window=4, **limits) == 1
+    assert averaged_overload(held, window=4, **limits) == 10
+    assert averaged_overload(Recording(), **limits) == 0
+
+
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1)), min_size=1, max_size=30))
+def test_a_one_sample_window_is_the_overload_itself(samples: list[tuple[float, float]]) -> None:
+    recording = Recording()
+    for i, (a_cpu, b_mem) in enumerate(samples):
+        recording.add(float(i), {"a": Load(a_cpu, 0.1), "b": Load(0.1, b_mem)})
+    whole = quality(recording, cpu_limit=0.7, memory_limit=0.7).overload_node_seconds
+    averaged = averaged_overload(recording, cpu_limit=0.7, memory_limit=0.7, window=1.0)
+    assert averaged == pytest.approx(whole)
