@@ -22,6 +22,7 @@ from bench.results import measured as judged
 from bench.targets import Target, target
 from sandbox.workload import (
     Quality,
+    averaged_overload,
     overload_if_ended,
     percentile,
     quality,
@@ -306,6 +307,7 @@ def moves_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]
             )
             + ", and differs from it by the rounds' spread alone"
         )
+    lines += averaged_lines(rounds)
     lines += reaction_floor(rounds, plain=overload.get("plain"))
     for key in ("descheduler", "loadsched+descheduler"):
         peer = [o.moves for o in ran if o.strategy.key == key and o.moves]
@@ -318,6 +320,35 @@ def moves_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]
                 f"{max(m.lost for m in peer)} never bound"
             )
     return lines, ok
+
+
+AVERAGED_OVER = 60.0
+"""The bench's metrics' window: the rebalancer acts on 1-minute averages."""
+
+
+def averaged_lines(rounds: Sequence[Sequence[Outcome]]) -> list[str]:
+    """Each strategy's node-seconds a 1-minute average of its true usage was above a limit
+    (:func:`averaged_overload`; the median over its rounds): the overload a rebalancer acting
+    on those averages can see, beside the one judged, which counts every swing."""
+    seen: dict[str, list[float]] = {}
+    for outcomes in rounds:
+        for o in outcomes:
+            if o.skipped is None:
+                seen.setdefault(o.strategy.key, []).append(
+                    averaged_overload(
+                        o.recording,
+                        cpu_limit=CPU_LIMIT,
+                        memory_limit=MEMORY_LIMIT,
+                        window=AVERAGED_OVER,
+                    )
+                )
+    if not seen:
+        return []
+    shown = ", ".join(f"{key} {statistics.median(v):.0f}" for key, v in seen.items())
+    return [
+        "  beside: node-seconds a 1-minute average was above a limit (what the rebalancer "
+        f"acts on, not the swings within a minute), median: {shown}"
+    ]
 
 
 REACTIONS = (

@@ -317,3 +317,31 @@ def overload_if_ended(
         for node in began.keys() - sample.keys():  # not sampled: its overload is over
             del began[node]
     return left
+
+
+def averaged_overload(
+    recording: Recording, *, cpu_limit: float, memory_limit: float, window: float = 60.0
+) -> float:
+    """Node-seconds a node's average over the last ``window`` seconds was above a limit: the
+    overload a metric averaged over that window shows (the 1-minute averages a rebalancer
+    acts on), not the swings within it. Weighted as :func:`quality` weighs samples; each
+    sample's average is over the node's samples of the ``window`` up to it, weighted the same
+    way."""
+    times, samples = recording.times, recording.samples
+    if not samples:
+        return 0.0
+    gaps = _gaps(times)
+    over = 0.0
+    start = 0
+    for i, (at, gap) in enumerate(zip(times, gaps, strict=True)):
+        while times[start] <= at - window:
+            start += 1
+        span = range(start, i + 1)
+        for node in samples[i]:
+            held = [j for j in span if node in samples[j]]
+            weight = sum(gaps[j] for j in held)
+            cpu = sum(samples[j][node].cpu * gaps[j] for j in held) / weight
+            memory = sum(samples[j][node].memory * gaps[j] for j in held) / weight
+            if _over(Load(cpu, memory), cpu_limit, memory_limit):
+                over += gap
+    return over
