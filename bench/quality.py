@@ -35,10 +35,10 @@ it served (answers that placed a pod no node had room for; node refusals for wan
 kube-scheduler's own mean times, per strategy (algorithm, attempt, queued to bound:
 ``bench.quality_run.SCHEDULER_STEPS``). A missed target is followed by what the recording
 shows behind it (the nodes that carried the overload, or the pods slower than the latency
-bound, each round). ``--from`` prints a saved
-run's report again without running anything; given several saved runs (of the same traces:
-the same ``--seed``, ``--quick`` and ``--growth``), it pools their rounds and judges the targets on each
-strategy's median over all of them, a verdict less at the mercy of one run's spread.
+bound, each round). ``--from`` prints a saved run's report again without running anything;
+given several saved runs (of the same traces: the same ``--seed``, ``--quick`` and
+``--growth``), it pools their rounds and judges the targets on each strategy's median over all
+of them, a verdict less at the mercy of one run's spread.
 """
 
 from __future__ import annotations
