@@ -22,13 +22,19 @@ p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.
 sample in out/quality.json.
 
     .venv/bin/python -m bench.quality [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
-        [--growth 0.3]
+        [--growth 0.3 | --drift]
     .venv/bin/python -m bench.quality --from out/quality.json [--from other/quality.json ...]
-        [--seed 7] [--quick] [--growth 0.3]
+        [--seed 7] [--quick | --drift] [--growth 0.3]
 
 ``--growth SHARE`` makes that share of the trace's pods grow once they have run a while (their
 CPU use × 1.5–2, 20–40 s after they start): load that appears after binding, which no placement
 sees coming and only moving pods can correct. The rest of the trace stays as it was.
+
+``--drift`` plays the rebalancer's trace (:data:`DRIFT`): steady arrivals for 150 s of pods that
+last the round, like services, 40 % of all pods growing (× 1.5–2.5), one burst, and 150 s after
+the last arrival. Its nodes stay overloaded unless a pod moves; the burst trace's overloads
+mostly end with their burst before any average shows them. Its results are recorded apart
+(``quality-drift``).
 
 Each round's table is followed by what the extender's filter did for want of room, per strategy
 it served (answers that placed a pod no node had room for; node refusals for want of room), and
@@ -107,6 +113,23 @@ QUICK = TraceShape(
     burst_size=(50, 70),
     burst_lifetime=(50.0, 80.0),
 )
+LASTING = 3600.0
+"""A lifetime longer than any round: the pod stays until the round ends."""
+DRIFT = TraceShape(
+    arrivals_for=150.0,
+    steady_rate=0.2,
+    steady_lifetime=(LASTING, LASTING),
+    bursts=(15.0,),
+    burst_size=(50, 70),
+    burst_lifetime=(60.0, 90.0),
+    growth_share=0.4,
+    growth=(1.5, 2.5),
+)
+"""The rebalancer's trace: lasting pods (services), 40 % of all pods growing after binding, one
+burst of short-lived ones. Load that appears after binding and stays, on nodes that stay
+overloaded unless a pod moves; :data:`DRIFT_DRAIN` leaves the time to move it."""
+DRIFT_DRAIN = 150.0
+"""Seconds the drift trace plays after its last arrival, unless ``--drain`` says otherwise."""
 
 
 def say(line: str) -> None:
@@ -125,6 +148,8 @@ def chosen(text: str) -> list[str]:
 
 
 def trace_note(shape: TraceShape, seed: int, trace_pods: int, bursts: dict[str, int]) -> str:
+    low, high = shape.steady_lifetime
+    lifetimes = "lasting the round" if low >= LASTING else f"lifetimes {low:.0f}–{high:.0f} s"
     growth = (
         f"; {shape.growth_share:.0%} of pods grow, their CPU use × "
         f"{shape.growth[0]:g}–{shape.growth[1]:g} from {shape.grows_after[0]:.0f}–"
@@ -134,7 +159,7 @@ def trace_note(shape: TraceShape, seed: int, trace_pods: int, bursts: dict[str, 
     )
     return (
         f"trace: seed {seed}, {trace_pods} pods over {shape.arrivals_for:.0f} s: steady arrivals "
-        f"({shape.steady_rate}/s, lifetimes {shape.steady_lifetime[0]:.0f}–{shape.steady_lifetime[1]:.0f} s) "
+        f"({shape.steady_rate}/s, {lifetimes}) "
         f"and bursts {', '.join(f'{g}: {n} pods' for g, n in bursts.items())}; "
         f"pods start using CPU {shape.startup[0]:.0f}–{shape.startup[1]:.0f} s after binding"
         + growth
@@ -162,7 +187,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="one burst, 100 s of arrivals")
+    traces = parser.add_mutually_exclusive_group()
+    traces.add_argument("--quick", action="store_true", help="one burst, 100 s of arrivals")
+    traces.add_argument(
+        "--drift",
+        action="store_true",
+        help="the rebalancer's trace: lasting pods, 40%% of all pods growing after binding",
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--strategies",
@@ -180,10 +211,16 @@ def main() -> int:
     parser.add_argument(
         "--growth",
         type=growth_share,
-        default=0.0,
-        help="the share of pods (0..1) whose CPU use grows once they have run a while",
+        default=None,
+        help="the share of pods (0..1) whose CPU use grows once they have run a while "
+        "(default 0, with --drift 0.4)",
     )
-    parser.add_argument("--drain", type=float, default=25.0, help="seconds after the last arrival")
+    parser.add_argument(
+        "--drain",
+        type=float,
+        default=None,
+        help=f"seconds after the last arrival (default 25, with --drift {DRIFT_DRAIN:.0f})",
+    )
     parser.add_argument("--out", default="out")
     parser.add_argument(
         "--from",
@@ -195,7 +232,10 @@ def main() -> int:
     )
     options = parser.parse_args()
     started = time.monotonic()
-    shape = replace(QUICK if options.quick else FULL, growth_share=options.growth)
+    shape = QUICK if options.quick else DRIFT if options.drift else FULL
+    if options.growth is not None:
+        shape = replace(shape, growth_share=options.growth)
+    drain = options.drain if options.drain is not None else DRIFT_DRAIN if options.drift else 25.0
     out = Path(options.out)
     if options.saved:
         rounds, traces = [], []
@@ -207,7 +247,7 @@ def main() -> int:
                 parser.error(f"--from: {path} is not a saved run: {e!r}")
             rounds += run
             traces += [make_trace(shape, seed=options.seed + r) for r in range(len(run))]
-        return report(rounds, traces, shape, out, started, save=False)
+        return report(rounds, traces, shape, out, started, save=False, drift=options.drift)
     seeds = [options.seed + r for r in range(options.rounds)]
     traces = [make_trace(shape, seed=seed) for seed in seeds]
     background = backgrounds([n.name for n in NODES], seed=options.seed)
@@ -227,9 +267,7 @@ def main() -> int:
             what="the bench's recording rules for every node",
             interval=1,
         )
-        harness = Harness(
-            box, stack, NODES, background, box.workdir / "policies", options.drain, say
-        )
+        harness = Harness(box, stack, NODES, background, box.workdir / "policies", drain, say)
         for number, trace in enumerate(traces):
             if options.rounds > 1:
                 say(f"round {number + 1} of {options.rounds} (seed {trace.seed})")
@@ -244,7 +282,7 @@ def main() -> int:
                 outcomes.append(harness.run(strategy, trace))
             rounds.append(outcomes)
         say("shutting down")
-    return report(rounds, traces, shape, out, started, save=True)
+    return report(rounds, traces, shape, out, started, save=True, drift=options.drift)
 
 
 def build_peers(strategies: list[Strategy]) -> None:
@@ -268,6 +306,7 @@ def report(
     started: float,
     *,
     save: bool,
+    drift: bool = False,
 ) -> int:
     """Print the tables, medians, targets and why a target is missed; with ``save``, write
     out/quality.html, .json and .png. 0 when every target is met."""
@@ -290,7 +329,7 @@ def report(
         print(durations)
     print()
     print(
-        "targets (burst trace"
+        f"targets ({'drift' if drift else 'burst'} trace"
         + (f", medians of {len(rounds)} rounds):" if len(rounds) > 1 else "):")
     )
     medians = median_figures(rounds)
@@ -303,7 +342,7 @@ def report(
     for line in checks:
         print(line)
     if save:
-        record("quality", FIGURES, quick=len(rounds) < 3)
+        record("quality-drift" if drift else "quality", FIGURES, quick=len(rounds) < 3)
         (out / "quality.html").write_text(render_html(rounds[0], lines + checks))
         (out / "quality.json").write_text(
             json.dumps([[recorded(o) for o in outcomes] for outcomes in rounds])

@@ -42,7 +42,7 @@ from bench.quality_why import why
 from extender.scheduling.metrics import ExtenderMetrics
 from sandbox.cluster import NodeSpec
 from sandbox.workload import GI as GiB
-from sandbox.workload import Arrival, Load, Profile, Recording, Trace, TraceShape
+from sandbox.workload import Arrival, Load, Profile, Recording, Trace, TraceShape, make_trace
 from shared.policy import parse_policy
 from shared.rebalance import thresholds_of
 
@@ -355,6 +355,42 @@ def test_saved_runs_given_together_are_judged_on_their_pooled_rounds(
     assert "; 30% of pods grow, their CPU use × 1.5–2 from 20–40 s after they start" in (
         capsys.readouterr().out
     )
+    monkeypatch.setattr("sys.argv", [*argv, "--drift"])
+    quality.main()
+    drift = capsys.readouterr().out
+    assert "targets (drift trace, medians of 3 rounds):" in drift
+    assert "(0.2/s, lasting the round) and bursts burst-0: " in drift
+    assert "; 40% of pods grow, their CPU use × 1.5–2.5 from 20–40 s after they start" in drift
+
+
+def test_the_drift_traces_lasting_pods_outlast_the_round_and_its_growth_has_time_to_show() -> None:
+    """Every steady pod is still there when the drift trace ends; every pod that grows does so
+    at least a minute and a half before the end (two 1-minute averages' worth of rounds)."""
+    from bench.quality import DRIFT, DRIFT_DRAIN
+
+    end = DRIFT.arrivals_for + DRIFT_DRAIN
+    trace = make_trace(DRIFT, seed=7)
+    steady = [a for a in trace.arrivals if a.group == "steady"]
+    assert steady and all(a.at + a.profile.lifetime > end for a in steady)
+    growing = [a.profile for a in trace.arrivals if a.profile.grows_after is not None]
+    assert 0.3 < len(growing) / len(trace.arrivals) < 0.5
+    latest = max(
+        a.at + a.profile.startup + a.profile.grows_after
+        for a in trace.arrivals
+        if a.profile.grows_after is not None
+    )
+    assert end - latest >= 60
+
+
+def test_drift_and_quick_are_two_traces_not_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import quality
+
+    monkeypatch.setattr("sys.argv", ["quality.py", "--quick", "--drift"])
+    with pytest.raises(SystemExit):
+        quality.main()
+    assert "--drift: not allowed with argument --quick" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("text", ["-0.1", "1.5", "nan", "half"])
