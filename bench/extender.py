@@ -56,7 +56,8 @@ from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER
 from sandbox.cluster import NodeSpec, Sandbox
 from shared.load_model import LoadRules
-from shared.policy import ScoringPolicy, default_policy
+from shared.placement_policy import ScoringPolicy
+from shared.policy import default_policy
 from tests import payloads
 
 TARGETS = {

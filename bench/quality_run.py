@@ -42,7 +42,7 @@ from shared.kube.config import load_endpoint
 from shared.kube.watching import Reflector
 from shared.load_model import WITH_POD
 from shared.pods import POD_DECODER, Pod
-from shared.policy import LOW_OF_HIGH
+from shared.rebalance_policy import LOW_OF_HIGH
 
 SCHEDULER_NAME = "quality"
 LABEL = "app=quality"

@@ -36,7 +36,8 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import NamedTuple
 
-from shared.policy import EstimationPolicy, Resource, TargetLoadPacking
+from shared.placement_policy import EstimationPolicy, TargetLoadPacking
+from shared.policy_fields import Resource
 from shared.quantity import parse_quantity
 from shared.scoring import go_round
 

@@ -39,8 +39,8 @@ from shared.policy import (
     HOT_VALUE_KEY,
     NODE_LIMITS_KEY,
     HotValuePolicy,
-    Resource,
 )
+from shared.policy_fields import Resource
 from shared.rules import LoadRules, MetricRule, decode_limits, ordered_sum
 from shared.strategies import Packed, PodDemand, Risked, strategy_inputs
 

@@ -12,19 +12,15 @@ import math
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import (
     AliasChoices,
-    BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     ValidationError,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -32,16 +28,17 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from shared.annotation_keys import HOT_VALUE_KEY as HOT_VALUE_KEY
 from shared.annotation_keys import NODE_LIMITS_KEY as NODE_LIMITS_KEY
-from shared.durations import GO_DURATION_PATTERN, format_duration, parse_duration
+from shared.durations import format_duration
 from shared.errors import ConfigError, LoadschedError
-from shared.quantity import parse_quantity
+from shared.placement_policy import EstimationPolicy, ScoringPolicy
+from shared.policy_fields import GoDuration, Resource, Strict
+from shared.rebalance_policy import RebalancePolicy, RebalanceThreshold
 
 EXTRA_ACTIVE_PERIOD = timedelta(minutes=5)
 """A metric value stays fresh for its sync period plus this (crane's ExtraActivePeriod)."""
 HOT_VALUE_ACTIVE_PERIOD = timedelta(minutes=5)
 """The hot value annotation stays fresh this long (crane's DefautlHotVauleActivePeriod)."""
 
-Resource = Literal["cpu", "memory"]
 
 _CRANE_MAXIMA = re.compile(r"(?:cpu|mem)_usage_max_avg_1[hd]")
 """crane's maxima over 1h and 1d of the 5-minute average: a pod that ran 5 minutes is in them."""
@@ -79,29 +76,7 @@ def default_window(name: str) -> timedelta | None:
     return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
 
 
-def _go_duration(value: Any) -> timedelta:
-    if isinstance(value, timedelta):
-        return value
-    if not isinstance(value, str):
-        raise ValueError("must be a Go duration string such as 30s, 3m or 1h30m")
-    return parse_duration(value)
-
-
-GoDuration = Annotated[
-    timedelta,
-    BeforeValidator(_go_duration),
-    PlainSerializer(format_duration, when_used="json"),
-    WithJsonSchema({"type": "string", "pattern": GO_DURATION_PATTERN}),
-]
-"""A Go duration (``30s``, ``3m``, ``1h30m``); JSON (and the JSON Schema) spell it so too."""
-
-
-class _Strict(BaseModel):
-    # attribute docstrings become field descriptions in the JSON Schema (make reference)
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class SyncPolicy(_Strict):
+class SyncPolicy(Strict):
     """How often one metric is synced from Prometheus onto node annotations."""
 
     name: str = Field(min_length=1)
@@ -195,7 +170,7 @@ def _either_spelling(schema: dict[str, Any]) -> None:
     schema["oneOf"] = [{"required": ["maxLimitPecent"]}, {"required": ["maxLimitPercent"]}]
 
 
-class PredicatePolicy(_Strict):
+class PredicatePolicy(Strict):
     """Filter: a node whose usage of ``name`` is above ``max_limit_percent`` is overloaded."""
 
     model_config = ConfigDict(json_schema_extra=_either_spelling)
@@ -226,7 +201,7 @@ class PredicatePolicy(_Strict):
         return value
 
 
-class PriorityPolicy(_Strict):
+class PriorityPolicy(Strict):
     """Score: this metric's weight in the node score."""
 
     name: str = Field(min_length=1)
@@ -242,7 +217,7 @@ class PriorityPolicy(_Strict):
         return value
 
 
-class HotValuePolicy(_Strict):
+class HotValuePolicy(Strict):
     """Every ``count`` pods bound to a node within ``time_range`` add 1 to its hot value."""
 
     time_range: GoDuration = Field(alias="timeRange")
@@ -265,274 +240,10 @@ class HotValuePolicy(_Strict):
         return value
 
 
-def _quantity(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ValueError("must be a quantity such as 250m, 1 or 200Mi")
-    try:
-        quantity = parse_quantity(value)
-    except ValueError as e:
-        raise ValueError(f"must be a quantity such as 250m, 1 or 200Mi, got {value!r}") from e
-    if quantity < 0:
-        raise ValueError("must not be negative")
-    return float(quantity)
-
-
-Quantity = Annotated[
-    float,
-    BeforeValidator(_quantity),
-    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "number", "minimum": 0}]}),
-]
-"""A Kubernetes quantity (``250m``, ``1``, ``200Mi``) read as a number (cores, bytes)."""
-
-
-class ResourceFactors(_Strict):
-    """Per resource, the fraction of a pod's request assumed in use once it runs."""
-
-    cpu: float = Field(default=0.85, ge=0, le=4, allow_inf_nan=False)
-    """Of the CPU request."""
-    memory: float = Field(default=0.70, ge=0, le=4, allow_inf_nan=False)
-    """Of the memory request."""
-
-
-class DefaultRequest(_Strict):
-    """The estimate for a pod that requests nothing of a resource (cores, bytes)."""
-
-    cpu: Quantity = 0.25
-    """Cores (250m)."""
-    memory: Quantity = float(200 * 2**20)
-    """Bytes (200Mi)."""
-
-
-class EstimationPolicy(_Strict):
-    """loadsched: add an estimate of each pod bound after a metric's sample to the node's value
-    until the metric's window covers it (Koordinator's defaults: 85 % of the CPU request, 70 %
-    of the memory request; 250m and 200Mi for a pod that requests nothing). Off by default."""
-
-    enabled: bool = False
-    """Estimate at all."""
-    factors: ResourceFactors = ResourceFactors()
-    default_request: DefaultRequest = Field(default=DefaultRequest(), alias="defaultRequest")
-    factor: float | None = Field(default=None, ge=0, le=4, allow_inf_nan=False)
-    """Earlier spelling: one factor for every resource (``factors`` wins where both are set)."""
-    basis: Literal["request", "limit"] = "request"
-    """What the factor applies to: the request; or, as Koordinator does, the limit where it is
-    above the request (never estimating more than the limit)."""
-    when_no_node_has_room: Literal["place", "wait"] = Field(
-        default="place", alias="whenNoNodeHasRoom"
-    )
-    """When no node asked about has room for the pod's own estimate: ``place`` passes the
-    nodes under their limits on their own (crane's filter, with the estimates of the pods
-    already there), so each takes about one pod past its room and no pod waits on an estimate;
-    ``wait`` refuses them all, as Koordinator does, and the pod waits until a node has room."""
-    subtract_departed: bool = Field(default=True, alias="subtractDeparted")
-    """A pod that left the node (deleted or finished) is taken off the node's value for the
-    part of the metric's window it still holds, at its estimate."""
-    startup: GoDuration = timedelta(seconds=30)
-    """How long after binding a pod that is not Ready yet is still taken as not started: its
-    window starts at its Ready time, at the latest this long after binding (a pod uses little
-    before it runs; the metric's window does not cover it from the binding)."""
-
-    @field_validator("startup")
-    @classmethod
-    def _startup_range(cls, value: timedelta) -> timedelta:
-        if not timedelta(0) <= value <= timedelta(hours=1):
-            raise ValueError("must be between 0s and 1h")
-        return value
-
-    def factor_of(self, resource: Resource) -> float:
-        if self.factor is not None and resource not in self.factors.model_fields_set:
-            return self.factor
-        return float(getattr(self.factors, resource))
-
-    def default_of(self, resource: Resource) -> float:
-        return float(getattr(self.default_request, resource))
-
-
-class TargetLoadPacking(_Strict):
-    """Trimaran's TargetLoadPacking: pack nodes up to ``targetUtilization`` % CPU."""
-
-    target_utilization: float = Field(default=40, gt=0, lt=100, alias="targetUtilization")
-    """The CPU utilization (percent) nodes are packed up to; beyond it, less is better."""
-    metric: str = Field(default="cpu_usage_avg_5m", min_length=1)
-    """The CPU usage metric read (its average)."""
-    default_requests: Quantity = Field(default=1.0, alias="defaultRequests")
-    """Cores predicted for a container with neither a CPU limit nor a request (Trimaran: 1)."""
-    requests_multiplier: float = Field(
-        default=1.5, ge=0, le=100, allow_inf_nan=False, alias="requestsMultiplier"
-    )
-    """A container with a request and no limit is predicted at request × this (Trimaran: 1.5)."""
-
-
-class ResourceStatistics(_Strict):
-    """The average and standard deviation metrics of one resource."""
-
-    average: str = Field(min_length=1)
-    """The metric of the resource's average usage (it needs a syncPolicy entry)."""
-    stddev: str = Field(min_length=1)
-    """The metric of its standard deviation (it needs a syncPolicy entry)."""
-
-
-class LoadVariationRiskBalancing(_Strict):
-    """Trimaran's LoadVariationRiskBalancing: balance ``(μ + margin·σ^(1/sensitivity)) / 2``."""
-
-    margin: float = Field(default=1, ge=0, le=100, allow_inf_nan=False)
-    """How many standard deviations count on top of the average."""
-    sensitivity: float = Field(default=1, gt=0, le=100, allow_inf_nan=False)
-    """The root taken of the standard deviation (1: none)."""
-    cpu: ResourceStatistics | None = ResourceStatistics(
-        average="cpu_usage_avg_5m", stddev="cpu_usage_stddev_5m"
-    )
-    memory: ResourceStatistics | None = ResourceStatistics(
-        average="mem_usage_avg_5m", stddev="mem_usage_stddev_5m"
-    )
-
-
-class ScoringPolicy(_Strict):
-    """loadsched: a scoring strategy instead of crane's least-loaded score (at most one)."""
-
-    target_load_packing: TargetLoadPacking | None = Field(default=None, alias="targetLoadPacking")
-    load_variation_risk_balancing: LoadVariationRiskBalancing | None = Field(
-        default=None, alias="loadVariationRiskBalancing"
-    )
-    normalize: Literal["none", "minMax"] = "none"
-    """How a node's 0..100 score becomes the protocol's 0..10: ``none`` is crane's
-    ``round(score/10)``; ``minMax`` spreads the nodes asked about over the whole 0..10 (lowest
-    0, highest 10), so that loads a few points apart are told apart."""
-
-    @model_validator(mode="after")
-    def _at_most_one(self) -> ScoringPolicy:
-        if self.target_load_packing is not None and self.load_variation_risk_balancing is not None:
-            raise ValueError("give targetLoadPacking or loadVariationRiskBalancing, not both")
-        return self
-
-    def metrics(self) -> list[tuple[str, str]]:
-        """(field path under spec.scoring, metric name) of every metric the strategy reads."""
-        named: list[tuple[str, str]] = []
-        if self.target_load_packing is not None:
-            named.append(("targetLoadPacking.metric", self.target_load_packing.metric))
-        risk = self.load_variation_risk_balancing
-        if risk is not None:
-            for resource in ("cpu", "memory"):
-                stats = getattr(risk, resource)
-                if stats is not None:
-                    path = f"loadVariationRiskBalancing.{resource}"
-                    named.append((f"{path}.average", stats.average))
-                    named.append((f"{path}.stddev", stats.stddev))
-        return named
-
-
-DEFAULT_POD_CPU_QUERY = (
-    'sum by (namespace, pod) (irate(container_cpu_usage_seconds_total{container!="", '
-    'container!="POD"}[2m]))'
-)
-"""Cores each pod uses now (its last two samples), from the kubelet's cAdvisor series that
-clusters already scrape. Not ``rate(...[5m])``: that divides by the whole range, so a pod
-started a minute ago would read as a fifth of what it uses, and the pods that came last, the
-usual cause of an overload, would look the lightest."""
-DEFAULT_POD_MEMORY_QUERY = (
-    'sum by (namespace, pod) (container_memory_working_set_bytes{container!="", container!="POD"})'
-)
-"""Bytes each pod uses (its working set), from the same series."""
-LOW_OF_HIGH = 0.8
-"""A threshold's ``low`` when not given: this fraction of its ``high``."""
-
-
-class RebalanceThreshold(_Strict):
-    """A usage a node must not stay above, on one metric with a resource."""
-
-    metric: str = Field(min_length=1)
-    """The metric (it needs a syncPolicy entry whose resource is cpu or memory)."""
-    high: float = Field(gt=0, le=10, allow_inf_nan=False)
-    """A node above this for ``consecutiveRounds`` rounds of fresh data has pods moved off."""
-    low: float | None = Field(default=None, ge=0, le=10, allow_inf_nan=False)
-    """Until the node is under this, the replacement of a pod moved off it is refused there
-    (for ``cooldown`` at most); default 0.8 × ``high``."""
-
-    @model_validator(mode="after")
-    def _low_under_high(self) -> RebalanceThreshold:
-        if self.low is not None and self.low >= self.high:
-            raise ValueError("low must be less than high")
-        return self
-
-    @property
-    def low_or_default(self) -> float:
-        return self.low if self.low is not None else round(self.high * LOW_OF_HIGH, 6)
-
-
-class RebalanceLimits(_Strict):
-    """How many evictions the rebalancer may ask for."""
-
-    per_node: int = Field(default=2, ge=1, le=100, alias="perNode")
-    """Pods moved off one node at a time: the node is then held until its metric shows them
-    gone (the metric's window and delay after the last eviction)."""
-    per_namespace: int = Field(default=2, ge=1, le=1000, alias="perNamespace")
-    """Evictions in one namespace per round."""
-    per_round: int = Field(default=5, ge=1, le=1000, alias="perRound")
-    """Evictions per round, over the cluster."""
-    per_minute: float = Field(default=10, gt=0, le=6000, allow_inf_nan=False, alias="perMinute")
-    """Evictions a minute, over the cluster (a token bucket)."""
-
-
-class PodUsageQueries(_Strict):
-    """PromQL giving each pod's usage, one series per pod with ``namespace`` and ``pod``."""
-
-    cpu: str = Field(default=DEFAULT_POD_CPU_QUERY, min_length=1)
-    """Cores per pod."""
-    memory: str = Field(default=DEFAULT_POD_MEMORY_QUERY, min_length=1)
-    """Bytes per pod."""
-
-
-class RebalanceNamespaces(_Strict):
-    """Which namespaces' pods may be moved."""
-
-    include: tuple[str, ...] = ()
-    """Only these (empty: every namespace not excluded)."""
-    exclude: tuple[str, ...] = ("kube-system",)
-    """Never these."""
-
-
-class RebalancePolicy(_Strict):
-    """loadsched: move pods off nodes that stay above a usage threshold (the annotator's
-    rebalancer). Off by default."""
-
-    enabled: bool = False
-    """Run the rebalancer (in the annotator's leader)."""
-    dry_run: bool = Field(default=False, alias="dryRun")
-    """Compute and show the plan (status, events, logs, metrics); evict nothing."""
-    thresholds: tuple[RebalanceThreshold, ...] = ()
-    """Per metric; default: every predicate on an average with a resource, ``high`` its
-    limit."""
-    consecutive_rounds: int = Field(default=5, ge=1, le=1000, alias="consecutiveRounds")
-    """Rounds of fresh data a node must stay above ``high`` before pods are moved off it."""
-    period: GoDuration = timedelta(minutes=1)
-    """How often the rebalancer looks at the nodes (a round)."""
-    cooldown: GoDuration = timedelta(minutes=15)
-    """How long a workload's replacement is refused on the node it was moved off (until that
-    node is under ``low``), and how long before a pod of the same workload is moved again."""
-    max_priority: int = Field(default=999_999, alias="maxPriority")
-    """Pods of a higher priority are never moved (system-critical ones never are)."""
-    namespaces: RebalanceNamespaces = RebalanceNamespaces()
-    pod_selector: dict[str, str] = Field(default_factory=dict, alias="podSelector")
-    """Only pods with all these labels (empty: any pod)."""
-    limits: RebalanceLimits = RebalanceLimits()
-    usage: PodUsageQueries = PodUsageQueries()
-    """Each pod's measured usage; a pod without a sample counts at its request × the
-    estimation factor."""
-    grace_seconds: int | None = Field(default=None, ge=0, alias="gracePeriodSeconds")
-    """The evicted pods' grace period (default: their own)."""
-
-    @field_validator("period", "cooldown")
-    @classmethod
-    def _positive(cls, value: timedelta) -> timedelta:
-        if value <= timedelta(0):
-            raise ValueError("must be > 0")
-        return value
-
-
 StaleData = Literal["failOpen", "failClosed"]
 
 
-class PolicySpec(_Strict):
+class PolicySpec(Strict):
     """What the annotator syncs and how the extender filters and scores."""
 
     sync_policy: tuple[SyncPolicy, ...] = Field(default=(), alias="syncPolicy")
@@ -628,7 +339,7 @@ class PolicySpec(_Strict):
         return tuple(derived.values())
 
 
-class DynamicSchedulerPolicy(_Strict):
+class DynamicSchedulerPolicy(Strict):
     """crane-scheduler's DynamicSchedulerPolicy, with loadsched's optional fields."""
 
     api_version: Literal["scheduler.policy.crane.io/v1alpha1"] = Field(

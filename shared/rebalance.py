@@ -50,8 +50,10 @@ from shared.estimation import Need, NodeSize
 from shared.freshness import fresh_value
 from shared.load_model import Verdict, refusal_for
 from shared.node_fit import FitNode, Holding, PodNeeds, unfit_reason
-from shared.policy import EXTRA_ACTIVE_PERIOD, DynamicSchedulerPolicy, RebalancePolicy, Resource
+from shared.policy import EXTRA_ACTIVE_PERIOD, DynamicSchedulerPolicy
+from shared.policy_fields import Resource
 from shared.quantity import ResourceList
+from shared.rebalance_policy import RebalancePolicy
 
 MOVABLE_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "Job", "ReplicationController"})
 """Owners that recreate a pod evicted from under them."""

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from datetime import timedelta
 
-from shared.policy import LoadVariationRiskBalancing
+from shared.placement_policy import LoadVariationRiskBalancing
 
 MAX_SCORE = 100
 REPORTING_INTERVAL = timedelta(seconds=60)

@@ -1,5 +1,6 @@
 """``policy.md`` and ``policy.schema.json``: the policy file's JSON Schema, generated from the
-pydantic models of :mod:`shared.policy`, and a table of every field walked from it."""
+pydantic models of :mod:`shared.policy` (and the modules of its parts), and a table of every
+field walked from it."""
 
 from __future__ import annotations
 

@@ -23,11 +23,10 @@ from shared.estimation import (
     uncovered,
 )
 from shared.load_model import WITH_POD, LoadRules, NodeLoad, evaluate, refusal_for
+from shared.placement_policy import EstimationPolicy, TargetLoadPacking
 from shared.policy import (
     AVERAGE_DELAY,
     MAXIMUM_DELAY,
-    EstimationPolicy,
-    TargetLoadPacking,
     default_policy,
     load_policy,
     parse_policy,

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from shared.policy import LoadVariationRiskBalancing
+from shared.placement_policy import LoadVariationRiskBalancing
 from shared.scoring import ResourceUse, go_round, risk_balancing, risk_score, target_load_packing
 
 

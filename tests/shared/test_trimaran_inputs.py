@@ -11,8 +11,9 @@ import pytest
 
 from shared.annotations import Sample, Unknown
 from shared.estimation import NodeSize, Placement, predicted_cpu
+from shared.placement_policy import TargetLoadPacking
 from shared.pods import POD_DECODER, Pod
-from shared.policy import TargetLoadPacking, parse_policy
+from shared.policy import parse_policy
 from shared.rules import LoadRules, MetricRule
 from shared.strategies import (
     Packed,
