@@ -1,11 +1,11 @@
 """The rebalancer's decisions, pure: which nodes have stayed overloaded, which pods may move,
 the fewest that cover the overshoot, and where each would go.
 
-- **When a node is acted on** (:class:`OverloadTracker`): a round counts for a node's metric
-  only with a *new* fresh sample (a timestamp later than the last counted); above ``high`` it
-  adds one to the metric's streak, under it resets the streak. A missing, stale or future
-  value resets it and marks the node ``stale``: nothing on it is moved. A node acts once a
-  streak reaches ``consecutiveRounds``; after pods were moved off it, it is held until the
+- **When a node is acted on** (:mod:`shared.overload_streaks`): a round counts for a node's
+  metric only with a *new* fresh sample (a timestamp later than the last counted); above
+  ``high`` it adds one to the metric's streak, under it resets the streak. A missing, stale or
+  future value resets it and marks the node ``stale``: nothing on it is moved. A node acts once
+  a streak reaches ``consecutiveRounds``; after pods were moved off it, it is held until the
   metric can show them gone (the metric's window and delay), and its streaks start again.
 - **Which pods may move** (:func:`skip_reason`): pods a controller recreates (ReplicaSet,
   StatefulSet, Job, ReplicationController: never bare, DaemonSet or mirror pods), running,
@@ -29,7 +29,7 @@ the fewest that cover the overshoot, and where each would go.
   stays under every ``high`` with the pod's usage added; the best-scored such node is its
   target. If not every pod of the set has one, the node is left alone this round.
 - **No loops**: the node a workload's pod left carries ``loadsched.io/rebalanced-from``
-  (:func:`encode_departures`): the extender refuses that workload's pods there until the
+  (:mod:`shared.rebalance_marks`): the extender refuses that workload's pods there until the
   mark's time (``cooldown``), which the rebalancer ends early once the node is under ``low``.
 
 Time is passed in; nothing here does I/O.
@@ -37,26 +37,22 @@ Time is passed in; nothing here does I/O.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import datetime
 from typing import Literal
 
 from shared.annotation_keys import EVICT_ANNOTATION
-from shared.annotations import Reading, Sample, Unknown, decode
 from shared.estimation import Need, NodeSize
-from shared.freshness import fresh_value
 from shared.load_model import Verdict, refusal_for
 from shared.node_fit import FitNode, Holding, PodNeeds, unfit_reason
-from shared.policy import EXTRA_ACTIVE_PERIOD, DynamicSchedulerPolicy
+from shared.overload_streaks import Observation, Threshold
 from shared.policy_fields import Resource
 from shared.quantity import ResourceList
+from shared.rebalance_marks import refused_here, workload_key
 from shared.rebalance_policy import RebalancePolicy
 
-MOVABLE_OWNERS = frozenset({"ReplicaSet", "StatefulSet", "Job", "ReplicationController"})
-"""Owners that recreate a pod evicted from under them."""
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 """``system-cluster-critical`` and above: never moved, whatever ``maxPriority`` says."""
 OPT_OUT_ANNOTATION = EVICT_ANNOTATION
@@ -81,232 +77,6 @@ SkipReason = Literal[
     "unjudged-constraint",
 ]
 """Why a pod on an overloaded node is not a candidate (a metric label)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Threshold:
-    """One ``spec.rebalance`` threshold, compiled."""
-
-    metric: str
-    resource: Resource
-    high: float
-    low: float
-    window: timedelta
-    """How long a value stays fresh (its sync period + 5m)."""
-    settle: timedelta
-    """How long after a pod left the value can still hold it: its window and delay (for a
-    maximum, the freshness window: it holds a pod longer than it takes to show it)."""
-
-
-def thresholds_of(policy: DynamicSchedulerPolicy) -> tuple[Threshold, ...]:
-    syncs = {s.name: s for s in policy.spec.sync_policy}
-    compiled = []
-    for threshold in policy.spec.rebalance_thresholds():
-        sync = syncs[threshold.metric]
-        resource = sync.measures
-        if resource is None:  # the policy refuses it; here for the type checker
-            continue
-        window = sync.period + EXTRA_ACTIVE_PERIOD
-        coverage = sync.coverage
-        settle = coverage + sync.lag if coverage is not None and sync.releases else window
-        compiled.append(
-            Threshold(
-                threshold.metric, resource, threshold.high, threshold.low_or_default, window, settle
-            )
-        )
-    return tuple(compiled)
-
-
-# -- the source-node mark ----------------------------------------------------------------------
-
-
-def encode_departures(marks: Mapping[str, datetime]) -> str:
-    """``{"<namespace>/<Kind>/<name>": "<until, RFC 3339 UTC>"}``, sorted by workload."""
-    return json.dumps(
-        {k: marks[k].astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for k in sorted(marks)},
-        separators=(",", ":"),
-    )
-
-
-def decode_departures(raw: str | None) -> dict[str, datetime]:
-    """The marks of a ``loadsched.io/rebalanced-from`` value; a malformed value or entry is
-    none (the mark only ever refuses, so reading too little is the safe side)."""
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    marks: dict[str, datetime] = {}
-    for key, until in data.items():
-        if not isinstance(until, str):
-            continue
-        try:
-            moment = datetime.strptime(until, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        except ValueError:
-            continue
-        marks[str(key)] = moment
-    return marks
-
-
-def workload_key(namespace: str, owners: Iterable[tuple[str, str]]) -> str | None:
-    """``<namespace>/<Kind>/<name>`` of the first owner that recreates the pod, or ``None``."""
-    for kind, name in owners:
-        if kind in MOVABLE_OWNERS and name:
-            return f"{namespace}/{kind}/{name}"
-    return None
-
-
-def refused_here(workload: str | None, marks: Mapping[str, datetime], now: datetime) -> bool:
-    """Whether a pod of ``workload`` is refused on a node carrying ``marks``."""
-    if workload is None:
-        return False
-    until = marks.get(workload)
-    return until is not None and now < until
-
-
-def departure_message(node: str, workload: str, until: datetime) -> str:
-    return (
-        f"node[{node}]: a pod of {workload} was moved off this node by the rebalancer; "
-        f"its replacement is refused here until {until.strftime('%Y-%m-%dT%H:%M:%SZ')} "
-        "(or the node is under its low threshold)"
-    )
-
-
-# -- when a node is acted on ------------------------------------------------------------------
-
-
-NodeState = Literal["over", "under", "stale", "held", "waiting"]
-
-
-@dataclass(frozen=True, slots=True)
-class MetricState:
-    metric: str
-    value: float | None
-    """The fresh value (a fraction), else ``None``."""
-    sampled_at: datetime | None
-    high: float
-    low: float
-    streak: int
-    reason: str = "fresh"
-    """``fresh``, or why the value is unknown (missing, stale, future, malformed...)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """A node after a round."""
-
-    node: str
-    state: NodeState
-    """``over``: acted on this round; ``waiting``: above ``high`` for fewer rounds than
-    needed; ``held``: pods were moved off it lately; ``stale``: a value is unknown."""
-    metrics: tuple[MetricState, ...]
-    acting: MetricState | None = None
-    """The metric acted on: of those whose streak is complete, the furthest above ``high``."""
-
-    @property
-    def under_low(self) -> bool:
-        """Every value fresh and under its ``low``."""
-        return all(m.value is not None and m.value < m.low for m in self.metrics)
-
-
-@dataclass
-class _Streak:
-    count: int = 0
-    sampled_at: datetime | None = None
-
-
-class OverloadTracker:
-    """Streaks of fresh rounds above ``high``, per node and metric."""
-
-    def __init__(self, thresholds: Sequence[Threshold], rounds: int) -> None:
-        self.thresholds = tuple(thresholds)
-        self.rounds = rounds
-        self._streaks: dict[tuple[str, str], _Streak] = {}
-        self._held: dict[str, datetime] = {}
-
-    def forget(self, keep: Iterable[str]) -> None:
-        """Drop nodes not in ``keep`` (deleted)."""
-        kept = set(keep)
-        self._streaks = {k: v for k, v in self._streaks.items() if k[0] in kept}
-        self._held = {k: v for k, v in self._held.items() if k in kept}
-
-    def hold(self, node: str, now: datetime) -> None:
-        """Pods were moved off ``node``: no streak counts until its metrics can show it."""
-        settle = max((t.settle for t in self.thresholds), default=timedelta(0))
-        until = now + settle
-        self._held[node] = until
-        for threshold in self.thresholds:
-            # a sample taken before the hold ends still shows the pods moved: it never counts
-            self._streaks[(node, threshold.metric)] = _Streak(0, until)
-
-    def observe(
-        self, node: str, annotations: Mapping[str, str] | None, zone: tzinfo, now: datetime
-    ) -> Observation:
-        source = annotations or {}
-        held = self._held.get(node)
-        if held is not None and now >= held:
-            del self._held[node]
-            held = None
-        states: list[MetricState] = []
-        stale = False
-        for threshold in self.thresholds:
-            key = (node, threshold.metric)
-            reading: Reading = decode(source.get(threshold.metric), zone)
-            value, _ = fresh_value(reading, threshold.window, now)
-            if isinstance(value, Sample) and not math.isfinite(value.value):
-                value = Unknown("not-finite")  # +Inf would make every pod the overshoot
-            streak = self._streaks.setdefault(key, _Streak())
-            if isinstance(value, Unknown):
-                stale = True
-                streak.count = 0  # the last sample counted stays: only a later one counts
-                states.append(
-                    MetricState(
-                        threshold.metric,
-                        None,
-                        None,
-                        threshold.high,
-                        threshold.low,
-                        0,
-                        value.reason,
-                    )
-                )
-                continue
-            sample: Sample = value
-            if held is None and (streak.sampled_at is None or sample.timestamp > streak.sampled_at):
-                streak.sampled_at = sample.timestamp
-                streak.count = streak.count + 1 if sample.value > threshold.high else 0
-            states.append(
-                MetricState(
-                    threshold.metric,
-                    sample.value,
-                    sample.timestamp,
-                    threshold.high,
-                    threshold.low,
-                    streak.count,
-                )
-            )
-        metrics = tuple(states)
-        if stale:
-            return Observation(node, "stale", metrics)
-        if held is not None:
-            return Observation(node, "held", metrics)
-        complete = [
-            m
-            for m in metrics
-            if m.streak >= self.rounds and m.value is not None and m.value > m.high
-        ]
-        if complete:
-            acting = max(complete, key=lambda m: ((m.value or 0.0) - m.high) / m.high)
-            return Observation(node, "over", metrics, acting)
-        if any(m.value is not None and m.value > m.high for m in metrics):
-            return Observation(node, "waiting", metrics)
-        return Observation(node, "under", metrics)
-
-
-# -- which pods may move ------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@ the decisions of :mod:`shared.rebalance`, through the Eviction API.
 
 A round, every ``spec.rebalance.period``:
 
-1. Every node is observed (:class:`shared.rebalance.OverloadTracker`): its streak of fresh
+1. Every node is observed (:class:`shared.overload_streaks.OverloadTracker`): its streak of fresh
    rounds above ``high``. Marks (``loadsched.io/rebalanced-from``) that expired, or on a node
    now under every ``low``, are removed.
 2. For each node whose streak is complete, furthest over first: its pods are read from the API
@@ -60,25 +60,13 @@ from shared.kube.requesting import DEFAULT_RETRY, request
 from shared.kube.retrying import RetryPolicy
 from shared.load_model import NodeLoad, evaluate
 from shared.node_fit import FitNode, PodNeeds, required_affinity, tolerations_of
+from shared.overload_streaks import Observation, OverloadTracker, Threshold, thresholds_of
 from shared.pods import Pod, pod_request
 from shared.policy import DynamicSchedulerPolicy
 from shared.quantity import ResourceList
 from shared.quota import Admission
-from shared.rebalance import (
-    Candidate,
-    Move,
-    NodePlan,
-    Observation,
-    OverloadTracker,
-    PodFacts,
-    TargetNode,
-    Threshold,
-    decode_departures,
-    encode_departures,
-    plan_node,
-    skip_reason,
-    thresholds_of,
-)
+from shared.rebalance import Candidate, Move, NodePlan, PodFacts, TargetNode, plan_node, skip_reason
+from shared.rebalance_marks import decode_departures, encode_departures
 from shared.rules import LoadRules
 from shared.strategies import placement_of
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.rebalance import NodePlan, Observation
+from shared.overload_streaks import Observation
+from shared.rebalance import NodePlan
 
 LAST_EVICTIONS = 50
 

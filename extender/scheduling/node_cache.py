@@ -30,7 +30,7 @@ from shared.load_model import (
 )
 from shared.node_fit import FitNode
 from shared.policy import NODE_LIMITS_KEY
-from shared.rebalance import decode_departures
+from shared.rebalance_marks import decode_departures
 
 logger = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ from shared.load_model import (
     Need,
     Verdict,
 )
-from shared.rebalance import departure_message, refused_here, workload_key
+from shared.rebalance_marks import departure_message, refused_here, workload_key
 from shared.strategies import PodDemand, demand_of, pod_need
 
 logger = logging.getLogger(__name__)

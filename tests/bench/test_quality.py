@@ -43,8 +43,8 @@ from extender.scheduling.metrics import ExtenderMetrics
 from sandbox.cluster import NodeSpec
 from sandbox.workload import GI as GiB
 from sandbox.workload import Arrival, Load, Profile, Recording, Trace, TraceShape, make_trace
+from shared.overload_streaks import thresholds_of
 from shared.policy import parse_policy
-from shared.rebalance import thresholds_of
 
 
 def test_crane_strategy_loads_and_estimation_differs_from_it_only_by_estimation() -> None:

@@ -12,22 +12,17 @@ from shared.errors import ConfigError
 from shared.estimation import Need, NodeSize
 from shared.load_model import NodeLoad, evaluate
 from shared.node_fit import FitNode, PodNeeds, required_affinity
+from shared.overload_streaks import Observation, OverloadTracker, thresholds_of
 from shared.policy import DEFAULT_POLICY_YAML, parse_policy
 from shared.rebalance import (
     Candidate,
-    Observation,
-    OverloadTracker,
     PodFacts,
     TargetNode,
-    decode_departures,
-    encode_departures,
     fewest_covering,
     plan_node,
-    refused_here,
     skip_reason,
-    thresholds_of,
-    workload_key,
 )
+from shared.rebalance_marks import decode_departures, encode_departures, refused_here, workload_key
 from shared.rules import LoadRules
 
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
