@@ -1,5 +1,6 @@
-"""The rebalancer's decisions, pure: which nodes have stayed overloaded, which pods may move,
-the fewest that cover the overshoot, and where each would go.
+"""The rebalancer's decisions, pure: which pods may move, the fewest that cover the overshoot,
+and where each would go; which nodes have stayed overloaded is :mod:`shared.overload_streaks`'s
+to say, the mark a move leaves :mod:`shared.rebalance_marks`'s.
 
 - **When a node is acted on** (:mod:`shared.overload_streaks`): a round counts for a node's
   metric only with a *new* fresh sample (a timestamp later than the last counted); above

@@ -7,7 +7,9 @@ import json
 import re
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
@@ -356,16 +358,19 @@ def test_saved_runs_given_together_are_judged_on_their_pooled_rounds(
         capsys.readouterr().out
     )
     monkeypatch.setattr("sys.argv", [*argv, "--drift"])
-    quality.main()
+    assert quality.main() == 1  # the drift trace judges the rebalancer alone, which did not run
     drift = capsys.readouterr().out
-    assert "targets (drift trace, medians of 3 rounds):" in drift
+    assert "targets (drift trace, medians of 3 rounds):\ntargets not measured: rebalance" in drift
+    assert "× hot-only" not in drift
     assert "(0.2/s, lasting the round) and bursts burst-0: " in drift
     assert "; 40% of pods grow, their CPU use × 1.5–2.5 from 20–40 s after they start" in drift
 
 
 def test_the_drift_traces_lasting_pods_outlast_the_round_and_its_growth_has_time_to_show() -> None:
     """Every steady pod is still there when the drift trace ends; every pod that grows does so
-    at least a minute and a half before the end (two 1-minute averages' worth of rounds)."""
+    at least 80 s after its arrival before the end (arrivals stop at 150 s; 30 s of startup and
+    40 s until it grows at most; the round ends at 300 s), time for a 1-minute average to show
+    it and two rounds of 15 s to act."""
     from bench.quality import DRIFT, DRIFT_DRAIN
 
     end = DRIFT.arrivals_for + DRIFT_DRAIN
@@ -379,7 +384,65 @@ def test_the_drift_traces_lasting_pods_outlast_the_round_and_its_growth_has_time
         for a in trace.arrivals
         if a.profile.grows_after is not None
     )
-    assert end - latest >= 60
+    assert end - latest >= 80
+
+
+@pytest.mark.parametrize(
+    ("options", "growth", "drain", "bench"),
+    [
+        ({}, 0.0, 25.0, "quality"),
+        ({"quick": True}, 0.0, 25.0, "quality"),
+        ({"growth": 0.3}, 0.3, 25.0, "quality"),
+        ({"drift": True}, 0.4, 150.0, "quality-drift"),
+        ({"drift": True, "growth": 0.2, "drain": 60.0}, 0.2, 60.0, "quality-drift"),
+        ({"drain": 10.0}, 0.0, 10.0, "quality"),
+    ],
+)
+def test_the_options_pick_a_trace_its_drain_and_where_its_results_are_kept(
+    options: dict[str, Any], growth: float, drain: float, bench: str
+) -> None:
+    from bench.quality import DRIFT, FULL, QUICK, trace_settings
+
+    asked: dict[str, Any] = {"quick": False, "drift": False, "growth": None, "drain": None}
+    shape, seconds, name = trace_settings(**{**asked, **options})
+    base = DRIFT if options.get("drift") else QUICK if options.get("quick") else FULL
+    assert shape == replace(base, growth_share=growth)
+    assert (seconds, name) == (drain, bench)
+
+
+def test_a_drift_run_judges_the_rebalancers_targets_and_records_them_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import quality
+
+    outcomes = [
+        run("plain", [0.9] * 20 + [0.1] * 80, [1.0]),
+        run("estimation", [0.9] * 20 + [0.1] * 80, [1.0]),
+        evicting("rebalance", 1, Moves(evictions=3)),
+        evicting("descheduler", 15, Moves(evictions=4)),
+    ]
+    kept: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(
+        quality,
+        "record",
+        lambda bench, figures, **_: kept.append((bench, [f.target or f.name for f in figures])),
+    )
+    judged: list[object] = []  # this run's figures alone
+    monkeypatch.setattr("bench.quality.FIGURES", judged)
+    monkeypatch.setattr("bench.quality_targets.FIGURES", judged)
+    monkeypatch.setattr(quality, "render_png", lambda *_: "chart")
+    traces = [make_trace(quality.DRIFT, seed=7)]
+    assert (
+        quality.report(
+            [outcomes], traces, quality.DRIFT, tmp_path, 0.0, save=True, bench="quality-drift"
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "rebalance overload node-s ≤ 0.1 × plain: met" in out
+    assert "× hot-only" not in out and "estimation overload" not in out
+    [(bench, keys)] = kept
+    assert bench == "quality-drift" and keys and all("rebalance" in key for key in keys)
 
 
 def test_drift_and_quick_are_two_traces_not_one(
