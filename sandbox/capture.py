@@ -151,13 +151,7 @@ def capture_every_verb(
                 for node in node_names
             )
             sandbox.wait_bound(f"batch={batches['filler']}", len(node_names))
-            scheduling.create_priority_class(
-                k8s.V1PriorityClass(
-                    metadata=k8s.V1ObjectMeta(name=priority),
-                    value=1000,
-                    preemption_policy="PreemptLowerPriority",
-                )
-            )
+            sandbox.create_priority_class(priority, 1000, preemption_policy="PreemptLowerPriority")
             # one at a time: a node one scheduler frees is not offered to the other first
             placed: dict[str, str] = {}
             for name in (names, full):

@@ -745,6 +745,38 @@ class Sandbox:
 
         wait_for(established, timeout=30, what=f"CRD {name} to be established")
 
+    def create_priority_class(
+        self, name: str, value: int, *, preemption_policy: str | None = None, description: str = ""
+    ) -> None:
+        """Create the PriorityClass (if absent) and wait until pods may name it: the API
+        server's Priority admission reads PriorityClasses from its own informer, so a pod
+        created just after one can be refused ("no PriorityClass with name ... was found").
+        The wait asks admission itself, with a dry-run pod."""
+        body = k8s.V1PriorityClass(
+            metadata=k8s.V1ObjectMeta(name=name),
+            value=value,
+            preemption_policy=preemption_policy,
+            description=description or None,
+        )
+        try:
+            k8s.SchedulingV1Api(self.api).create_priority_class(body)
+        except k8s.ApiException as e:
+            if e.status != 409:
+                raise
+        probe = k8s.V1Pod(
+            metadata=k8s.V1ObjectMeta(generate_name="priority-probe-"),
+            spec=k8s.V1PodSpec(
+                containers=[k8s.V1Container(name="main", image=PAUSE_IMAGE)],
+                priority_class_name=name,
+            ),
+        )
+
+        def admitted() -> bool:
+            self.core.create_namespaced_pod("default", probe, dry_run="All")
+            return True
+
+        wait_for(admitted, timeout=30, what=f"admission to know PriorityClass {name}")
+
     def create_pods(self, bodies: Iterable[dict[str, Any]], *, workers: int = 8) -> None:
         core = self.core
         with ThreadPoolExecutor(workers) as pool:

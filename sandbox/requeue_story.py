@@ -117,11 +117,7 @@ class RequeueRig:
                     extender=ExtenderSpec(self.extender, node_cache_capable=names_only),
                 )
                 self.schedulers[mode] = name
-            scheduling: Any = k8s.SchedulingV1Api(box.api)
-            with contextlib.suppress(k8s.ApiException):
-                scheduling.create_priority_class(
-                    {"metadata": {"name": HIGH}, "value": 1000, "preemptionPolicy": "Never"}
-                )
+            box.create_priority_class(HIGH, 1000, preemption_policy="Never")
             try:
                 yield self
             finally:

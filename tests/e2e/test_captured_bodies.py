@@ -17,7 +17,6 @@ from sandbox.capture import CapturingProxy
 from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
 from sandbox.processes import wait_for
 from tests.e2e.conftest import NODES
-from tests.e2e.objects import sent_as
 
 pytestmark = pytest.mark.e2e
 
@@ -63,15 +62,8 @@ def test_capture_filter_prioritize_preempt(
                 for n in NODES
             )
             sandbox.wait_bound("batch=filler", len(NODES))
-            scheduling.create_priority_class(
-                sent_as(
-                    k8s.V1PriorityClass,
-                    {
-                        "metadata": {"name": "capture-high"},
-                        "value": 1000,
-                        "preemptionPolicy": "PreemptLowerPriority",
-                    },
-                )
+            sandbox.create_priority_class(
+                "capture-high", 1000, preemption_policy="PreemptLowerPriority"
             )
             for name in ("capture-names", "capture-full"):
                 sandbox.create_pods(

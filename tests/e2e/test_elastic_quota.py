@@ -171,22 +171,14 @@ def quota_cluster(sandbox: Sandbox) -> Iterator[dict[str, str]]:
     sandbox.wait_schedulable({body["metadata"]["name"] for body in NODES})
     for namespace in NAMESPACES:
         sandbox.core.create_namespace(sent_as(k8s.V1Namespace, {"metadata": {"name": namespace}}))
-    scheduling = k8s.SchedulingV1Api(sandbox.api)
-    scheduling.create_priority_class(
-        sent_as(
-            k8s.V1PriorityClass,
-            {
-                "metadata": {"name": "online"},
-                "value": 1000000,
-                "preemptionPolicy": "Never",
-                "description": "online services: never preempt anyone",
-            },
-        )
+    sandbox.create_priority_class(
+        "online",
+        1000000,
+        preemption_policy="Never",
+        description="online services: never preempt anyone",
     )
     for name, value in PRIORITIES.items():
-        scheduling.create_priority_class(
-            sent_as(k8s.V1PriorityClass, {"metadata": {"name": name}, "value": value})
-        )
+        sandbox.create_priority_class(name, value)
     extender = sandbox.start_extender(name="extender-quota", args=["--elastic-quota"])
     sandbox.start_scheduler(
         SCHEDULER, scheduler_name=SCHEDULER, extender=ExtenderSpec(extender, ignorable=False)
@@ -202,7 +194,7 @@ def quota_cluster(sandbox: Sandbox) -> Iterator[dict[str, str]]:
     for body in NODES:
         sandbox.core.delete_node(body["metadata"]["name"])
     for name in ("online", *PRIORITIES):
-        scheduling.delete_priority_class(name)
+        k8s.SchedulingV1Api(sandbox.api).delete_priority_class(name)
 
 
 @pytest.fixture
