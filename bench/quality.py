@@ -19,19 +19,18 @@ pod's seeded profile from a startup delay after binding until deletion) goes to 
 exporter, and is recorded. Measured: node-seconds above the policy's limits, p99 and maximum
 of node CPU, spread (time-averaged standard deviation across nodes), created → bound latency
 p50/p99, pods left Pending. A table on stdout, out/quality.html and out/quality.png, and every
-sample in out/quality.json.
+sample in out/quality.json with the trace it played (bench/quality_saved.py).
 
-    .venv/bin/python -m bench.quality [--quick] [--seed 7] [--rounds 3] [--strategies plain,...]
+    .venv/bin/python -m bench.quality [--seed 7] [--rounds 3] [--strategies plain,...]
         [--quick | --drift] [--growth 0.3] [--drain 25]
     .venv/bin/python -m bench.quality --from out/quality.json [--from other/quality.json ...]
-        [--seed 7] [--quick | --drift] [--growth 0.3]
 
 ``--growth SHARE`` makes that share of the trace's pods grow once they have run a while (their
 CPU use × 1.5–2, 20–40 s after they start): load that appears after binding, which no placement
 sees coming and only moving pods can correct. The rest of the trace stays as it was.
 
-``--drift`` plays the rebalancer's trace (:data:`DRIFT`): steady arrivals for 150 s of pods that
-last the round, like services, 40 % of all pods growing (× 1.5–2.5), one burst, and 150 s more
+``--drift`` plays the rebalancer's trace (:data:`bench.quality_traces.DRIFT`): steady arrivals
+for 150 s of pods that last the round, like services, 40 % of all pods growing (× 1.5–2.5), one burst, and 150 s more
 once arrivals stop. Its nodes stay overloaded unless a pod moves. A drift run judges only the
 rebalancer's targets (the placement and peer targets are the burst trace's) and is recorded
 apart (``quality-drift``).
@@ -41,34 +40,33 @@ it served (answers that placed a pod no node had room for; node refusals for wan
 kube-scheduler's own mean times, per strategy (algorithm, attempt, queued to bound:
 ``bench.quality_run.SCHEDULER_STEPS``). A missed target is followed by what the recording
 shows behind it (the nodes that carried the overload, or the pods slower than the latency
-bound, each round). ``--from`` prints a saved run's report again without running anything;
-given several saved runs (of the same traces: the same ``--seed``, ``--quick``, ``--drift`` and
-``--growth``), it pools their rounds and judges the targets on each strategy's median over all
-of them, a verdict less at the mercy of one run's spread.
+bound, each round). ``--from`` prints a saved run's report again without running anything, for
+the trace the run names (a flag that says otherwise is refused; a run saved before runs named
+their trace is read as ``--seed``, ``--quick``/``--drift`` and ``--growth`` say). Given several
+saved runs of one trace (runs of different traces or growth are refused), it pools their rounds
+and judges the targets on each strategy's median over all of them, a verdict less at the mercy
+of one run's spread.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from bench import trimaran
 from bench.quality_report import (
-    recorded,
     render_decisions,
     render_durations,
     render_html,
     render_moves,
     render_png,
     render_table,
-    replayed,
 )
 from bench.quality_run import Harness, Outcome
+from bench.quality_saved import Asked, Played, SavedRunError, pooled, save_run
 from bench.quality_strategies import (
     BY_KEY,
     CPU_LIMIT,
@@ -89,6 +87,7 @@ from bench.quality_targets import (
     render_medians,
     targets,
 )
+from bench.quality_traces import DRAIN, DRIFT_DRAIN, LASTING, SEED, trace_settings
 from bench.quality_why import why
 from bench.results import record
 from sandbox.build import (
@@ -104,47 +103,6 @@ from sandbox.processes import wait_for
 from sandbox.workload import Trace, TraceShape, backgrounds, make_trace
 
 NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]
-FULL = TraceShape()
-QUICK = TraceShape(
-    arrivals_for=100.0,
-    steady_rate=0.25,
-    steady_lifetime=(40.0, 90.0),
-    bursts=(10.0,),
-    burst_size=(50, 70),
-    burst_lifetime=(50.0, 80.0),
-)
-LASTING = 3600.0
-"""A lifetime longer than any round: the pod stays until the round ends."""
-DRIFT = TraceShape(
-    arrivals_for=150.0,
-    steady_rate=0.2,
-    steady_lifetime=(LASTING, LASTING),
-    bursts=(15.0,),
-    burst_size=(50, 70),
-    burst_lifetime=(60.0, 90.0),
-    growth_share=0.4,
-    growth=(1.5, 2.5),
-)
-"""The rebalancer's trace: lasting pods (services), 40 % of all pods growing after binding, one
-burst of short-lived ones. Load that appears after binding and stays, on nodes that stay
-overloaded unless a pod moves; :data:`DRIFT_DRAIN` leaves the time to move it."""
-DRAIN = 25.0
-"""Seconds a trace plays once its arrivals stop, unless ``--drain`` says otherwise."""
-DRIFT_DRAIN = 150.0
-"""The same for the drift trace."""
-
-
-def trace_settings(
-    *, quick: bool, drift: bool, growth: float | None, drain: float | None
-) -> tuple[TraceShape, float, str]:
-    """The trace the options ask for, the seconds it plays once its arrivals stop, and the name
-    its results are recorded under: ``--growth`` and ``--drain`` override the trace's own."""
-    shape = QUICK if quick else DRIFT if drift else FULL
-    if growth is not None:
-        shape = replace(shape, growth_share=growth)
-    if drain is None:
-        drain = DRIFT_DRAIN if drift else DRAIN
-    return shape, drain, "quality-drift" if drift else "quality"
 
 
 def say(line: str) -> None:
@@ -202,14 +160,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    traces = parser.add_mutually_exclusive_group()
-    traces.add_argument("--quick", action="store_true", help="one burst, 100 s of arrivals")
-    traces.add_argument(
+    trace_flags = parser.add_mutually_exclusive_group()
+    trace_flags.add_argument("--quick", action="store_true", help="one burst, 100 s of arrivals")
+    trace_flags.add_argument(
         "--drift",
         action="store_true",
         help="the rebalancer's trace: lasting pods, 40%% of all pods growing after binding",
     )
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--seed", type=int, default=None, help=f"the first round's (default {SEED})"
+    )
     parser.add_argument(
         "--strategies",
         type=chosen,
@@ -244,29 +204,28 @@ def main() -> int:
         type=Path,
         action="append",
         help="print the report of a run saved in this quality.json again, running nothing "
-        "(give the run's --seed, --quick or --drift, and --growth); repeated, the runs' "
-        "rounds are pooled",
+        "(of the trace it names; a run saved before runs named their trace is read as "
+        "--seed, --quick or --drift and --growth say); repeated, the runs' rounds are pooled",
     )
     options = parser.parse_args()
     started = time.monotonic()
-    shape, drain, bench = trace_settings(
-        quick=options.quick, drift=options.drift, growth=options.growth, drain=options.drain
-    )
     out = Path(options.out)
+    asked = "quick" if options.quick else "drift" if options.drift else None
     if options.saved:
-        rounds, traces = [], []
-        for path in options.saved:
-            try:
-                saved = json.loads(path.read_text())
-                run = [[replayed(record) for record in outcomes] for outcomes in saved]
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                parser.error(f"--from: {path} is not a saved run: {e!r}")
-            rounds += run
-            traces += [make_trace(shape, seed=options.seed + r) for r in range(len(run))]
-        return report(rounds, traces, shape, out, started, save=False, bench=bench)
-    seeds = [options.seed + r for r in range(options.rounds)]
-    traces = [make_trace(shape, seed=seed) for seed in seeds]
-    background = backgrounds([n.name for n in NODES], seed=options.seed)
+        try:
+            rounds, seeds, played = pooled(
+                options.saved, Asked(asked, options.seed, options.growth)
+            )
+        except SavedRunError as e:
+            parser.error(str(e))
+        traces = [make_trace(played.shape(), seed=seed) for seed in seeds]
+        return report(rounds, traces, played, out, started, save=False)
+    name = asked or "full"
+    shape, drain, _ = trace_settings(name, growth=options.growth, drain=options.drain)
+    seed = SEED if options.seed is None else options.seed
+    played = Played(name, seed, shape.growth_share, drain)
+    traces = [make_trace(shape, seed=seed + r) for r in range(options.rounds)]
+    background = backgrounds([n.name for n in NODES], seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     build_peers([BY_KEY[key] for key in options.strategies])
     rounds = []
@@ -298,7 +257,7 @@ def main() -> int:
                 outcomes.append(harness.run(strategy, trace))
             rounds.append(outcomes)
         say("shutting down")
-    return report(rounds, traces, shape, out, started, save=True, bench=bench)
+    return report(rounds, traces, played, out, started, save=True)
 
 
 def build_peers(strategies: list[Strategy]) -> None:
@@ -317,16 +276,17 @@ def build_peers(strategies: list[Strategy]) -> None:
 def report(
     rounds: list[list[Outcome]],
     traces: list[Trace],
-    shape: TraceShape,
+    played: Played,
     out: Path,
     started: float,
     *,
     save: bool,
-    bench: str = "quality",
 ) -> int:
     """Print the tables, medians, targets and why a target is missed; with ``save``, write
-    out/quality.html, .json and .png and record the figures as ``bench``. 0 when every target
-    is met. The drift trace (``quality-drift``) judges the rebalancer's targets alone."""
+    out/quality.html, .json and .png and record the figures under the trace's bench name. 0
+    when every target is met. The drift trace (``quality-drift``) judges the rebalancer's
+    targets alone."""
+    shape, _, bench = trace_settings(played.trace, growth=played.growth, drain=played.drain)
     drift = bench == "quality-drift"
     seeds = [t.seed for t in traces]
     print("quality: the same trace through each strategy, measured from true node usage")
@@ -367,9 +327,7 @@ def report(
     if save:
         record(bench, FIGURES, quick=len(rounds) < 3)
         (out / "quality.html").write_text(render_html(rounds[0], lines + checks))
-        (out / "quality.json").write_text(
-            json.dumps([[recorded(o) for o in outcomes] for outcomes in rounds])
-        )
+        save_run(out / "quality.json", rounds, played)
         print(f"\nchart (round 1): {out / 'quality.html'}")
         print(render_png(rounds[0], out / "quality.png"))
         print(f"whole run: {time.monotonic() - started:.0f} s")

@@ -371,7 +371,7 @@ def test_the_drift_traces_lasting_pods_outlast_the_round_and_its_growth_has_time
     at least 80 s after its arrival before the end (arrivals stop at 150 s; 30 s of startup and
     40 s until it grows at most; the round ends at 300 s), time for a 1-minute average to show
     it and two rounds of 15 s to act."""
-    from bench.quality import DRIFT, DRIFT_DRAIN
+    from bench.quality_traces import DRIFT, DRIFT_DRAIN
 
     end = DRIFT.arrivals_for + DRIFT_DRAIN
     trace = make_trace(DRIFT, seed=7)
@@ -401,11 +401,18 @@ def test_the_drift_traces_lasting_pods_outlast_the_round_and_its_growth_has_time
 def test_the_options_pick_a_trace_its_drain_and_where_its_results_are_kept(
     options: dict[str, Any], growth: float, drain: float, bench: str
 ) -> None:
-    from bench.quality import DRIFT, FULL, QUICK, trace_settings
+    from bench.quality_traces import DRIFT, FULL, QUICK, trace_settings
 
-    asked: dict[str, Any] = {"quick": False, "drift": False, "growth": None, "drain": None}
-    shape, seconds, name = trace_settings(**{**asked, **options})
-    base = DRIFT if options.get("drift") else QUICK if options.get("quick") else FULL
+    trace = (
+        "drift"
+        if options.pop("drift", False)
+        else "quick"
+        if options.pop("quick", False)
+        else "full"
+    )
+    asked: dict[str, Any] = {"growth": None, "drain": None}
+    shape, seconds, name = trace_settings(trace, **{**asked, **options})
+    base = {"drift": DRIFT, "quick": QUICK, "full": FULL}[trace]
     assert shape == replace(base, growth_share=growth)
     assert (seconds, name) == (drain, bench)
 
@@ -414,6 +421,8 @@ def test_a_drift_run_judges_the_rebalancers_targets_and_records_them_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from bench import quality
+    from bench.quality_saved import Played
+    from bench.quality_traces import DRIFT, DRIFT_DRAIN
 
     outcomes = [
         run("plain", [0.9] * 20 + [0.1] * 80, [1.0]),
@@ -431,13 +440,9 @@ def test_a_drift_run_judges_the_rebalancers_targets_and_records_them_apart(
     monkeypatch.setattr("bench.quality.FIGURES", judged)
     monkeypatch.setattr("bench.quality_targets.FIGURES", judged)
     monkeypatch.setattr(quality, "render_png", lambda *_: "chart")
-    traces = [make_trace(quality.DRIFT, seed=7)]
-    assert (
-        quality.report(
-            [outcomes], traces, quality.DRIFT, tmp_path, 0.0, save=True, bench="quality-drift"
-        )
-        == 0
-    )
+    traces = [make_trace(DRIFT, seed=7)]
+    played = Played("drift", 7, DRIFT.growth_share, DRIFT_DRAIN)
+    assert quality.report([outcomes], traces, played, tmp_path, 0.0, save=True) == 0
     out = capsys.readouterr().out
     assert "rebalance overload node-s ≤ 0.1 × plain: met" in out
     assert "× hot-only" not in out and "estimation overload" not in out

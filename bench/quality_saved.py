@@ -1,0 +1,135 @@
+"""bench/quality.py's saved runs: out/quality.json names the trace it played beside every round's
+outcomes, so that ``--from`` prints the report of the trace that was played, and refuses to pool
+runs of different traces or to read one as another."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.quality_report import recorded, replayed
+from bench.quality_run import Outcome
+from bench.quality_traces import SEED, SHAPES, trace_settings
+from sandbox.workload import TraceShape
+
+
+class SavedRunError(ValueError):
+    """A saved run that cannot be read, or cannot be read as asked."""
+
+
+@dataclass(frozen=True)
+class Played:
+    """The trace a run played: its name, first seed (round r played ``seed + r``), share of
+    growing pods and the seconds it played once arrivals stopped."""
+
+    trace: str
+    seed: int
+    growth: float
+    drain: float
+
+    def shape(self) -> TraceShape:
+        return trace_settings(self.trace, growth=self.growth, drain=self.drain)[0]
+
+    def as_json(self) -> dict[str, object]:
+        return {"trace": self.trace, "seed": self.seed, "growth": self.growth, "drain": self.drain}
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What ``--from`` was given beside the saved runs: ``None`` where a flag was not given."""
+
+    trace: str | None
+    seed: int | None
+    growth: float | None
+
+
+def save_run(path: Path, rounds: Sequence[Sequence[Outcome]], played: Played) -> None:
+    """Every round's outcomes and the trace they played, as JSON."""
+    body = {
+        "played": played.as_json(),
+        "rounds": [[recorded(o) for o in outcomes] for outcomes in rounds],
+    }
+    path.write_text(json.dumps(body))
+
+
+def load_run(path: Path) -> tuple[list[list[Outcome]], Played | None]:
+    """A saved run's rounds, and the trace it played (``None`` for a run saved before runs
+    named their trace: a bare list of rounds)."""
+    try:
+        body = json.loads(path.read_text())
+        if isinstance(body, list):
+            return _rounds(body), None
+        return _rounds(body["rounds"]), _played(body["played"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SavedRunError(f"--from: {path} is not a saved run: {e!r}") from e
+
+
+def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], list[int], Played]:
+    """The rounds of every saved run, the seed each round played, and the one trace they all
+    played. A run that names its trace is read as that trace: a flag that says otherwise is
+    refused, naming it. A run that does not is read as the flags say (defaults: the burst
+    trace, :data:`~bench.quality_traces.SEED`). Runs of different traces or growth are not pooled."""
+    rounds: list[list[Outcome]] = []
+    seeds: list[int] = []
+    plays: list[tuple[Path, Played]] = []
+    for path in paths:
+        run, played = load_run(path)
+        if played is None:
+            played = _as_asked(asked)
+        else:
+            _check(path, played, asked)
+        plays.append((path, played))
+        rounds += run
+        seeds += [played.seed + r for r in range(len(run))]
+    kinds = {(p.trace, p.growth) for _, p in plays}
+    if len(kinds) > 1:
+        described = "; ".join(f"{path}: {_described(p)}" for path, p in plays)
+        raise SavedRunError(
+            f"--from: the runs played different traces ({described}); pool runs of one trace"
+        )
+    return rounds, seeds, plays[0][1]
+
+
+def _check(path: Path, played: Played, asked: Asked) -> None:
+    if asked.trace is not None and asked.trace != played.trace:
+        flag = "no trace flag" if asked.trace == "full" else f"--{asked.trace}"
+        raise SavedRunError(f"--from: {path} played the {played.trace} trace, not {flag}")
+    if asked.seed is not None and asked.seed != played.seed:
+        raise SavedRunError(f"--from: {path} played seed {played.seed}, not --seed {asked.seed}")
+    if asked.growth is not None and asked.growth != played.growth:
+        raise SavedRunError(
+            f"--from: {path} played growth {played.growth:g}, not --growth {asked.growth:g}"
+        )
+
+
+def _as_asked(asked: Asked) -> Played:
+    trace = asked.trace or "full"
+    shape, drain, _ = trace_settings(trace, growth=asked.growth, drain=None)
+    return Played(trace, SEED if asked.seed is None else asked.seed, shape.growth_share, drain)
+
+
+def _described(played: Played) -> str:
+    return f"the {played.trace} trace, growth {played.growth:g}"
+
+
+def _rounds(body: Any) -> list[list[Outcome]]:
+    if not isinstance(body, list) or not all(isinstance(r, list) for r in body):
+        raise ValueError("rounds: not a list of rounds")
+    return [[replayed(record) for record in outcomes] for outcomes in body]
+
+
+def _played(body: Any) -> Played:
+    if not isinstance(body, dict):
+        raise ValueError("played: not an object")
+    trace, seed, growth, drain = body["trace"], body["seed"], body["growth"], body["drain"]
+    if trace not in SHAPES:
+        raise ValueError(f"played.trace: {trace!r} is not one of {', '.join(SHAPES)}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"played.seed: {seed!r} is not a whole number")
+    for field, value in (("growth", growth), ("drain", drain)):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"played.{field}: {value!r} is not a number")
+    return Played(trace, seed, float(growth), float(drain))

@@ -1,0 +1,144 @@
+"""bench/quality.py's saved runs name the trace they played: ``--from`` reads them as that
+trace, refuses flags that say otherwise and runs of different traces pooled together, and still
+reads a run saved before runs named their trace as the flags say."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import quality
+from bench.quality_report import recorded
+from bench.quality_run import Outcome
+from bench.quality_saved import Asked, Played, SavedRunError, load_run, pooled, save_run
+from bench.quality_strategies import BY_KEY
+from sandbox.workload import Load, Recording
+
+
+def outcome(key: str, over: int) -> Outcome:
+    """``over`` seconds of node a above the CPU limit out of 20."""
+    recording = Recording()
+    for second in range(20):
+        cpu = 0.9 if second < over else 0.1
+        recording.add(float(second), {"a": Load(cpu, 0.1), "b": Load(0.1, 0.1)})
+    return Outcome(BY_KEY[key], recording, [0.5, 1.0], pending=0, created=2)
+
+
+def saved(folder: Path, name: str, played: Played | None, rounds: int = 1) -> Path:
+    run = [[outcome("plain", 10), outcome("estimation", 3)] for _ in range(rounds)]
+    path = folder / name
+    if played is None:  # saved before runs named their trace
+        path.write_text(json.dumps([[recorded(o) for o in outcomes] for outcomes in run]))
+    else:
+        save_run(path, run, played)
+    return path
+
+
+DRIFT = Played("drift", 11, 0.4, 150.0)
+FULL = Played("full", 7, 0.0, 25.0)
+
+
+def test_a_saved_run_reads_back_with_the_trace_it_played(tmp_path: Path) -> None:
+    path = saved(tmp_path, "run.json", DRIFT, rounds=2)
+    rounds, played = load_run(path)
+    assert played == DRIFT
+    assert [[o.strategy.key for o in outcomes] for outcomes in rounds] == [
+        ["plain", "estimation"],
+        ["plain", "estimation"],
+    ]
+    assert rounds[0][1].recording.samples == outcome("estimation", 3).recording.samples
+
+
+def test_a_run_naming_its_trace_is_reported_as_that_trace_without_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = saved(tmp_path, "run.json", DRIFT)
+    monkeypatch.setattr("sys.argv", ["quality.py", "--from", str(path), "--out", str(tmp_path)])
+    quality.main()
+    out = capsys.readouterr().out
+    assert "trace: seed 11, " in out
+    assert "(0.2/s, lasting the round)" in out
+    assert "targets (drift trace):" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "refusal"),
+    [
+        (["--quick"], "played the drift trace, not --quick"),
+        (["--seed", "7"], "played seed 11, not --seed 7"),
+        (["--growth", "0.3"], "played growth 0.4, not --growth 0.3"),
+    ],
+)
+def test_a_flag_that_contradicts_the_saved_trace_is_refused_naming_it(
+    flags: list[str],
+    refusal: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = saved(tmp_path, "run.json", DRIFT)
+    monkeypatch.setattr("sys.argv", ["quality.py", "--from", str(path), *flags])
+    with pytest.raises(SystemExit):
+        quality.main()
+    assert f"--from: {path} {refusal}" in capsys.readouterr().err
+
+
+def test_flags_that_agree_with_the_saved_trace_are_accepted(tmp_path: Path) -> None:
+    path = saved(tmp_path, "run.json", DRIFT)
+    _, seeds, played = pooled([path], Asked("drift", 11, 0.4))
+    assert (seeds, played) == ([11], DRIFT)
+
+
+def test_a_burst_run_is_refused_when_the_flags_ask_for_drift(tmp_path: Path) -> None:
+    path = saved(tmp_path, "run.json", FULL)
+    with pytest.raises(SavedRunError, match="played the full trace, not --drift"):
+        pooled([path], Asked("drift", None, None))
+
+
+def test_runs_of_different_traces_are_not_pooled(tmp_path: Path) -> None:
+    drift, full = saved(tmp_path, "a.json", DRIFT), saved(tmp_path, "b.json", FULL)
+    with pytest.raises(SavedRunError) as refused:
+        pooled([drift, full], Asked(None, None, None))
+    assert "the drift trace, growth 0.4" in str(refused.value)
+    assert "the full trace, growth 0" in str(refused.value)
+
+
+def test_runs_of_one_trace_pool_with_each_runs_own_seeds(tmp_path: Path) -> None:
+    first = saved(tmp_path, "a.json", DRIFT, rounds=2)
+    second = saved(tmp_path, "b.json", Played("drift", 20, 0.4, 150.0))
+    rounds, seeds, played = pooled([first, second], Asked(None, None, None))
+    assert (len(rounds), seeds, played.trace) == (3, [11, 12, 20], "drift")
+
+
+def test_a_run_saved_before_runs_named_their_trace_is_read_as_the_flags_say(
+    tmp_path: Path,
+) -> None:
+    path = saved(tmp_path, "old.json", None, rounds=2)
+    _, seeds, played = pooled([path], Asked("drift", 3, None))
+    assert (seeds, played) == ([3, 4], Played("drift", 3, 0.4, 150.0))
+    _, seeds, played = pooled([path], Asked(None, None, 0.3))
+    assert (seeds, played) == ([7, 8], Played("full", 7, 0.3, 25.0))
+
+
+@pytest.mark.parametrize(
+    ("played", "named"),
+    [
+        ({"trace": "slow", "seed": 7, "growth": 0, "drain": 25}, "played.trace: 'slow'"),
+        ({"trace": "full", "seed": "7", "growth": 0, "drain": 25}, "played.seed: '7'"),
+        ({"trace": "full", "seed": 7, "growth": True, "drain": 25}, "played.growth: True"),
+        ({"trace": "full", "seed": 7, "growth": 0, "drain": None}, "played.drain: None"),
+        ({"trace": "full", "seed": 7, "growth": 0}, "KeyError('drain')"),
+        ([], "played: not an object"),
+    ],
+)
+def test_a_malformed_saved_trace_is_refused_naming_the_field(
+    played: object, named: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"played": played, "rounds": []}))
+    with pytest.raises(SavedRunError) as refused:
+        load_run(path)
+    assert f"--from: {path} is not a saved run: " in str(refused.value)
+    assert named in str(refused.value)
