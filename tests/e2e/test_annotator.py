@@ -3,7 +3,6 @@ exporter: values, leader election, Prometheus outages, hot values."""
 
 from __future__ import annotations
 
-import re
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from shared.load_model import LoadRules, NodeLoad, evaluate
 from shared.policy import load_policy
 from tests.e2e.conftest import NODES, RULES
 from tests.e2e.objects import meta_of, spec_of
+from tests.e2e.scrape import exported
 
 pytestmark = pytest.mark.e2e
 
@@ -72,11 +72,7 @@ def value(sandbox: Sandbox, node: str, key: str) -> float | None:
 
 
 def patches_written(url: str) -> float:
-    text = urllib.request.urlopen(f"{url}/metrics").read().decode()
-    match = re.search(
-        r'^loadsched_annotator_node_patches_total\{kind="annotations"\} (\S+)$', text, re.M
-    )
-    return float(match.group(1)) if match else 0.0
+    return exported(url, "loadsched_annotator_node_patches_total", kind="annotations")
 
 
 def holder(sandbox: Sandbox) -> str | None:

@@ -6,8 +6,6 @@ of the other end-to-end tests already run as the chart's ServiceAccounts: see co
 from __future__ import annotations
 
 import json
-import re
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from sandbox import chart
 from sandbox.cluster import Sandbox, pod_body
 from sandbox.processes import wait_for
 from tests.e2e.objects import sent_as, status_of
+from tests.e2e.scrape import exported
 
 pytestmark = pytest.mark.e2e
 
@@ -133,9 +132,7 @@ def test_every_rendered_object_is_accepted(sandbox: Sandbox) -> None:
 
 
 def extender_filters(url: str) -> float:
-    text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-    match = re.search(r'loadsched_extender_responses_total\{code="200",verb="filter"\} (\S+)', text)
-    return float(match.group(1)) if match else 0.0
+    return exported(url, "loadsched_extender_responses_total", code="200", verb="filter")
 
 
 def test_the_charts_scheduler_configuration_calls_the_extender(

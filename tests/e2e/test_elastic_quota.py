@@ -18,7 +18,6 @@ come from PriorityClasses; "online" (1000000, preemptionPolicy Never) is an onli
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox
 from sandbox.lag import LaggingRelay
 from sandbox.processes import wait_for
 from tests.e2e.objects import sent_as
+from tests.e2e.scrape import exported
 
 pytestmark = pytest.mark.e2e
 
@@ -254,15 +254,6 @@ def scheduling_message(sandbox: Sandbox, namespace: str, name: str) -> str:
     return ""
 
 
-def metric(url: str, name: str) -> float:
-    text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def used(sandbox: Sandbox, namespace: str, resource: str = "cpu") -> str | None:
     quota = custom(sandbox).get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "quota")
     return ((quota.get("status") or {}).get("used") or {}).get(resource)
@@ -289,8 +280,8 @@ def test_the_user_story(
     quotas(A, {"cpu": 6}, {"cpu": 10})
     quotas(B, {"cpu": 12}, {"cpu": 14})
     batch = k8s.BatchV1Api(sandbox.api)
-    evicted_before = metric(
-        annotator, 'loadsched_annotator_reclaim_evictions_total{result="evicted"}'
+    evicted_before = exported(
+        annotator, "loadsched_annotator_reclaim_evictions_total", result="evicted"
     )
     batch.create_namespaced_job(
         A,
@@ -336,9 +327,9 @@ def test_the_user_story(
     sandbox.core.delete_namespaced_pod("free", C)
 
     # a borrower is not evicted while the lender has no waiting pods
-    passes = metric(annotator, "loadsched_annotator_quota_passes_total")
+    passes = exported(annotator, "loadsched_annotator_quota_passes_total")
     wait_for(
-        lambda: metric(annotator, "loadsched_annotator_quota_passes_total") >= passes + 3,
+        lambda: exported(annotator, "loadsched_annotator_quota_passes_total") >= passes + 3,
         timeout=30,
         what="three more quota passes",
     )
@@ -376,7 +367,7 @@ def test_the_user_story(
     wait_for(lambda: used(sandbox, B) == "8", timeout=30, what="status.used of B = 8")
     # the victim counts until the Job controller has taken its tracking finalizer off
     wait_for(lambda: used(sandbox, A) == "6", timeout=30, what="status.used of A = 6")
-    evicted = metric(annotator, 'loadsched_annotator_reclaim_evictions_total{result="evicted"}')
+    evicted = exported(annotator, "loadsched_annotator_reclaim_evictions_total", result="evicted")
     assert evicted == evicted_before + 1
 
 
@@ -500,18 +491,18 @@ def test_preempt_counts_room_promised_to_a_burst(
 
     low = [w_pod(f"w-0-{i}", "eq-0") for i in range(4)]
     low += [w_pod(f"w-100-{i}", "eq-100") for i in range(2)]
-    counted = metric(extender, "loadsched_extender_quota_cached_pods")
+    counted = exported(extender, "loadsched_extender_quota_cached_pods")
     sandbox.create_pods(low)
     wait_bound(sandbox, W, "w-", 6)
     # the lagging extender has seen them bound (2 s late, later on a busy machine): measured,
     # its count of the namespace's pods rises when its watch shows them
     wait_for(
-        lambda: metric(extender, "loadsched_extender_quota_cached_pods") >= counted + 6,
+        lambda: exported(extender, "loadsched_extender_quota_cached_pods") >= counted + 6,
         timeout=30,
         what="the lagging extender to count the six pods bound",
     )
     before = pods_of(sandbox, W)
-    dropped = metric(extender, 'loadsched_extender_quota_preemptions_total{outcome="dropped"}')
+    dropped = exported(extender, "loadsched_extender_quota_preemptions_total", outcome="dropped")
     start = time.monotonic()
     sandbox.create_pods([w_pod(f"w-1000-{i}", "eq-1000") for i in range(4)])
     wait_bound(sandbox, W, "w-1000-", 4)
@@ -520,7 +511,7 @@ def test_preempt_counts_room_promised_to_a_burst(
     gone = {name for name, (uid, _) in before.items() if after.get(name, ("",))[0] != uid}
     assert len(gone) == 2 and all(name.startswith("w-0-") for name in gone), gone
     assert len(after) == 8 and all(node for _, node in after.values())
-    assert metric(extender, 'loadsched_extender_quota_preemptions_total{outcome="dropped"}') == (
+    assert exported(extender, "loadsched_extender_quota_preemptions_total", outcome="dropped") == (
         dropped
     )
 
@@ -579,9 +570,9 @@ def test_reclaimed_room_goes_to_the_pod_it_was_freed_for(
 
     wait_for(later_refused, timeout=30, what="the later pods refused by the sum of min")
     # a few more quota passes: nothing else is taken, and the later pods still wait
-    passes = metric(lagging_annotator, "loadsched_annotator_quota_passes_total")
+    passes = exported(lagging_annotator, "loadsched_annotator_quota_passes_total")
     wait_for(
-        lambda: metric(lagging_annotator, "loadsched_annotator_quota_passes_total") >= passes + 3,
+        lambda: exported(lagging_annotator, "loadsched_annotator_quota_passes_total") >= passes + 3,
         timeout=30,
         what="three more quota passes",
     )

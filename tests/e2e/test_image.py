@@ -23,6 +23,7 @@ from sandbox.image import Container, Image, build_image, container_kubeconfig, p
 from sandbox.metrics_stack import MetricsStack
 from tests.e2e.conftest import LOADS, NODES, OVERLOADED, RULES
 from tests.e2e.objects import meta_of
+from tests.e2e.scrape import exported
 
 pytestmark = pytest.mark.e2e
 
@@ -220,11 +221,7 @@ def test_the_annotator_dry_runs_once_against_the_cluster(
 
 
 def filter_calls(url: str) -> float:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    prefix = 'loadsched_extender_responses_total{code="200",verb="filter"} '
-    lines = [line for line in text.splitlines() if line.startswith(prefix)]
-    return float(lines[0].removeprefix(prefix)) if lines else 0.0
+    return exported(url, "loadsched_extender_responses_total", code="200", verb="filter")
 
 
 def test_a_kube_scheduler_places_pods_through_the_extender_container(

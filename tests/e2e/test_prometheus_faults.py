@@ -14,9 +14,7 @@ are the ones that must write nothing.
 
 from __future__ import annotations
 
-import re
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -34,6 +32,7 @@ from shared.load_model import LoadRules, NodeLoad, evaluate
 from shared.policy import parse_policy
 from tests.e2e.conftest import NODES
 from tests.e2e.objects import meta_of
+from tests.e2e.scrape import exported
 
 pytestmark = pytest.mark.e2e
 
@@ -69,9 +68,7 @@ def metric_values(sandbox: Sandbox, nodes: list[NodeSpec]) -> Values:
 
 def rounds(url: str) -> float:
     """The annotator's metric rounds so far (each ends after its patches are written)."""
-    text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-    match = re.search(r'^loadsched_annotator_rounds_total\{kind="metrics"\} (\S+)$', text, re.M)
-    return float(match.group(1)) if match else 0.0
+    return exported(url, "loadsched_annotator_rounds_total", kind="metrics")
 
 
 def wait_rounds(url: str, count: int) -> None:

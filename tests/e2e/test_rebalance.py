@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +27,6 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client as k8s
-from prometheus_client.parser import text_string_to_metric_families
 
 from sandbox import kwok
 from sandbox.cluster import Sandbox
@@ -38,6 +36,7 @@ from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
 from shared.annotations import Sample, decode, encode_metric
 from tests.e2e.conftest import NODES
 from tests.e2e.objects import meta_of, name_of, sent_as, spec_of, status_of
+from tests.e2e.scrape import exported
 
 pytestmark = pytest.mark.e2e
 
@@ -184,17 +183,6 @@ def hungry() -> dict[str, Any]:
 def cordon(sandbox: Sandbox, nodes: list[str], cordoned: bool) -> None:
     for node in nodes:
         sandbox.core.patch_node(node, {"spec": {"unschedulable": cordoned}})
-
-
-def exported(url: str, name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples on ``url``'s ``/metrics`` that carry ``labels``."""
-    text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and labels.items() <= sample.labels.items()
-    )
 
 
 def evictions(url: str, result: str) -> float:

@@ -31,6 +31,7 @@ from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
 from shared.policy import DEFAULT_POLICY_YAML, default_policy
 from tests.e2e.objects import sent_as
+from tests.e2e.scrape import exported
 
 pytestmark = pytest.mark.e2e
 
@@ -192,14 +193,7 @@ def hue(style: str) -> float:
 
 def status_requests(url: str) -> float:
     """``GET /v1/status`` answers the extender has counted."""
-    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("loadsched_extender_api_requests_total{")
-        and 'route="/v1/status"' in line
-        and 'method="GET"' in line
-    )
+    return exported(url, "loadsched_extender_api_requests_total", route="/v1/status", method="GET")
 
 
 def create_quota(box: Sandbox, namespace: str, spec: dict[str, Any]) -> None:

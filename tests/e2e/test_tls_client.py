@@ -19,6 +19,7 @@ from sandbox.cluster import ROOT, Sandbox, free_port, http_ok, pod_body
 from sandbox.pki import MutualTLS, mutual_tls
 from sandbox.processes import wait_for
 from tests.e2e.conftest import LOADS, OVERLOADED
+from tests.e2e.scrape import exported
 
 pytestmark = pytest.mark.e2e
 
@@ -95,12 +96,10 @@ def filter_answers(url: str, tls: MutualTLS, code: str) -> float:
     """``loadsched_extender_responses_total`` for filter with ``code``, read from /metrics
     (public: no client certificate). The 403s of the certificate check are not counted
     there: they never reach the verbs."""
-    text = httpx.get(f"{url}/metrics", verify=ssl.create_default_context(cafile=str(tls.ca))).text
-    for line in text.splitlines():
-        if line.startswith("loadsched_extender_responses_total{") and 'verb="filter"' in line:
-            if f'code="{code}"' in line:
-                return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    trusted = ssl.create_default_context(cafile=str(tls.ca))
+    return exported(
+        url, "loadsched_extender_responses_total", verify=trusted, verb="filter", code=code
+    )
 
 
 def test_kube_scheduler_with_a_client_certificate_schedules_through_the_extender(
