@@ -16,6 +16,7 @@ from bench.quality_strategies import (
     MEMORY_LIMIT,
     REBALANCE_PERIOD,
     REBALANCE_ROUNDS,
+    WINDOW,
 )
 from bench.results import Figure
 from bench.results import measured as judged
@@ -322,7 +323,7 @@ def moves_targets(rounds: Sequence[Sequence[Outcome]]) -> tuple[list[str], bool]
     return lines, ok
 
 
-AVERAGED_OVER = 60.0
+AVERAGED_OVER = parse_duration(WINDOW).total_seconds()
 """The bench's metrics' window: the rebalancer acts on 1-minute averages."""
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import generate_latest
 
 from bench import descheduler, quality_strategies, trimaran
@@ -30,7 +31,10 @@ from bench.quality_strategies import (
     DEFAULT,
     EVICTIONS_PER_NODE,
     HOT_VALUE,
+    RULES,
     STRATEGIES,
+    SYNC,
+    WINDOW,
 )
 from bench.quality_targets import (
     figures,
@@ -58,6 +62,16 @@ def test_crane_strategy_loads_and_estimation_differs_from_it_only_by_estimation(
     assert {k: v for k, v in estimation.items() if k != "estimation"} == hot
     assert estimation["estimation"]["enabled"] is True
     assert not BY_KEY["plain"].uses_extender and BY_KEY["plain"].cannot_run() is None
+
+
+def test_every_synced_metric_is_a_rule_over_the_benchs_window() -> None:
+    """The annotator syncs only what the bench's rules record, and every average and deviation
+    is taken over :data:`WINDOW`, the window the rebalancer's figures assume."""
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    recorded = {rule["record"]: rule["expr"] for group in groups for rule in group["rules"]}
+    for entry in SYNC:
+        assert f"[{WINDOW}])" in recorded[entry["name"]], entry["name"]
+        assert entry.get("window", WINDOW) == WINDOW
 
 
 def test_a_policy_this_loadsched_refuses_is_reported_not_run() -> None:
