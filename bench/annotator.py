@@ -70,10 +70,12 @@ from bench.lease_option import add_lease_option, renewals
 from bench.results import Figure, measured, record
 from bench.stats import median_interval
 from bench.targets import target
-from sandbox.build import cache_root
-from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port
+from sandbox.build import ROOT, cache_root
+from sandbox.cluster import Sandbox
+from sandbox.loopback import free_port
 from sandbox.processes import wait_for
 from sandbox.prometheus import Prometheus
+from sandbox.specs import NodeSpec
 from shared.annotations import encode_hot_value, encode_metric
 from shared.kube.config import KubeEndpoint, load_endpoint
 from shared.kube.watching import Reflector

@@ -27,8 +27,9 @@ from typing import Any
 import yaml
 
 from sandbox.build import ensure_descheduler
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
+from sandbox.specs import NodeSpec
 
 NAME = "descheduler"
 SECRET = "descheduler-prometheus"

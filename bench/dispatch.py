@@ -29,7 +29,8 @@ from bench.extender import percentile, quick_option
 from bench.results import measured, record
 from bench.targets import target
 from extender.dispatch.building import TEMPLATE_LABEL
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
+from sandbox.specs import NodeSpec
 
 NAMESPACE = "bench"
 EXISTING = 2000

@@ -54,7 +54,8 @@ from extender.scheduling.metrics import ExtenderMetrics
 from extender.scheduling.node_cache import NodeLoadCache
 from extender.scheduling.verbs import LoadAwareExtender
 from extender.scheduling.wire import ARGS_DECODER, ENCODER, NODE_DECODER
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
+from sandbox.specs import NodeSpec
 from shared.load_model import LoadRules
 from shared.placement_policy import ScoringPolicy
 from shared.policy import default_policy

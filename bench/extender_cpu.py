@@ -41,7 +41,7 @@ from bench.extender import (
 )
 from bench.fake_apiserver import FakeNodeAPI
 from sandbox.build import ensure_minimal_extender
-from sandbox.cluster import http_ok
+from sandbox.loopback import http_ok
 from sandbox.processes import wait_for
 from shared.load_model import LoadRules
 from shared.policy import default_policy

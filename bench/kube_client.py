@@ -33,7 +33,8 @@ import msgspec
 import uvloop
 
 from bench.lease_option import add_lease_option, renewals
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
+from sandbox.specs import NodeSpec
 from shared.kube import patching
 from shared.kube.config import load_endpoint
 from shared.kube.paths import NODES

@@ -97,9 +97,10 @@ from sandbox.build import (
     trimaran_kube_version,
     trimaran_version,
 )
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.specs import NodeSpec
 from sandbox.workload import Trace, TraceShape, backgrounds, make_trace
 
 NODES = [NodeSpec(f"node-{i}", f"127.0.0.{i + 1}") for i in range(1, 9)]

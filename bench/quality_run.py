@@ -32,9 +32,10 @@ from bench.quality_strategies import (
     Strategy,
 )
 from sandbox import kwok
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.specs import ExtenderSpec, NodeSpec, pod_body
 from sandbox.workload import Arrival, Load, Placed, Recording, Trace, node_usage, pod_usage
 from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
 from shared.annotations import Sample, decode

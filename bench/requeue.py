@@ -24,8 +24,9 @@ import time
 
 from bench.results import Figure, measured, record
 from bench.targets import target
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
 from sandbox.requeue_story import CAUSES, RequeueRig, Run, percentile
+from sandbox.specs import NodeSpec
 
 P99 = target("requeue", "p99")
 FIGURES: list[Figure] = []

@@ -31,10 +31,11 @@ from pathlib import Path
 import yaml
 
 from bench.quality_strategies import RULES as QUALITY_RULES
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
 from sandbox.prometheus import RULES as CHART_RULES
+from sandbox.specs import NodeSpec
 from sandbox.workload import percentile
 from shared.annotations import Sample, decode
 

@@ -63,7 +63,8 @@ from bench.lease_option import add_lease_option, renewals
 from bench.results import Figure, measured, record
 from bench.stats import median_interval
 from bench.targets import target
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
+from sandbox.cluster import Sandbox
+from sandbox.specs import ExtenderSpec, NodeSpec, pod_body
 from shared.annotations import encode_metric
 from shared.kube.config import load_endpoint
 from shared.kube.watching import Reflector

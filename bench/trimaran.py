@@ -31,9 +31,10 @@ from typing import Any
 
 from bench.descheduler import node_query
 from sandbox.build import ensure_trimaran
-from sandbox.cluster import NodeSpec, Sandbox, SchedulerHandle
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.specs import NodeSpec, SchedulerHandle
 
 CPU_SERIES = "instance:node_cpu:ratio"
 MEMORY_SERIES = "instance:node_memory_utilisation:ratio"

@@ -15,7 +15,8 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
+from sandbox.cluster import Sandbox
+from sandbox.specs import ExtenderSpec, pod_body
 
 
 class CapturingProxy:

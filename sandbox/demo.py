@@ -18,10 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.demo_report import Row, render_html, render_svg, render_table
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.specs import ExtenderSpec, NodeSpec, pod_body
 from shared.annotations import Sample, decode
 from shared.policy import default_policy
 

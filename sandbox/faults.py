@@ -21,10 +21,12 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from sandbox.cluster import ExtenderSpec, Sandbox, free_port, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.lag import LaggingRelay
+from sandbox.loopback import free_port
 from sandbox.processes import wait_for
 from sandbox.round_robin import RoundRobin
+from sandbox.specs import ExtenderSpec, pod_body
 from shared.quantity import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,11 +22,13 @@ import yaml
 from kubernetes import client as k8s
 
 from bench.targets import target
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port
+from sandbox.cluster import Sandbox
 from sandbox.faults import BoundPeak, FaultRow, burst, create_namespace
 from sandbox.lag import LaggingRelay
+from sandbox.loopback import free_port
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.specs import ExtenderSpec, NodeSpec
 from shared.annotations import Sample, decode
 from shared.policy import load_policy
 

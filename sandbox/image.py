@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from sandbox.build import ROOT, cache_root
-from sandbox.cluster import http_ok
+from sandbox.loopback import http_ok
 
 BUILD_SCRIPT = ROOT / "scripts" / "build-image.sh"
 BUILD_TIMEOUT = 1200.0

@@ -9,8 +9,11 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sandbox.cluster import ROOT, NodeSpec, Sandbox, free_port
+from sandbox.build import ROOT
+from sandbox.cluster import Sandbox
+from sandbox.loopback import free_port
 from sandbox.prometheus import Prometheus
+from sandbox.specs import NodeSpec
 
 Loads = Mapping[str, Mapping[str, Any]]
 """Per node: ``cpu`` and ``mem`` fractions, and optionally its ``pods`` (:mod:`sandbox.exporter`)."""

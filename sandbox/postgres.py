@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from sandbox.cluster import free_port
+from sandbox.loopback import free_port
 from sandbox.processes import Supervisor, wait_for
 
 

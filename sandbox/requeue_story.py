@@ -23,9 +23,11 @@ import yaml
 from kubernetes import client as k8s
 
 from sandbox import kwok
-from sandbox.cluster import ROOT, ExtenderSpec, Sandbox, pod_body
+from sandbox.build import ROOT
+from sandbox.cluster import Sandbox
 from sandbox.lag import LaggingRelay
 from sandbox.processes import wait_for
+from sandbox.specs import ExtenderSpec, pod_body
 from shared.annotations import encode_hot_value, encode_metric
 
 CRD = ROOT / "charts" / "loadsched" / "crds" / "elasticquota.yaml"

@@ -46,7 +46,7 @@ from bench.quality_targets import (
 )
 from bench.quality_why import why
 from extender.scheduling.metrics import ExtenderMetrics
-from sandbox.cluster import NodeSpec
+from sandbox.specs import NodeSpec
 from sandbox.workload import GI as GiB
 from sandbox.workload import Arrival, Load, Profile, Recording, Trace, TraceShape, make_trace
 from shared.overload_streaks import thresholds_of

@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 import pytest
 
 from sandbox import chart
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, free_port
+from sandbox.cluster import Sandbox
+from sandbox.loopback import free_port
+from sandbox.specs import ExtenderSpec, NodeSpec
 from shared.annotations import encode_metric
 from shared.load_model import LoadRules
 from shared.policy import default_policy

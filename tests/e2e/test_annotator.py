@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from sandbox.cluster import Sandbox, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.specs import pod_body
 from shared.annotations import Sample, decode
 from shared.load_model import LoadRules, NodeLoad, evaluate
 from shared.policy import load_policy

@@ -14,8 +14,9 @@ import pytest
 from kubernetes import client as k8s
 
 from sandbox.capture import CapturingProxy
-from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.processes import wait_for
+from sandbox.specs import ExtenderSpec, pod_body
 from tests.e2e.conftest import NODES
 
 pytestmark = pytest.mark.e2e

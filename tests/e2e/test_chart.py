@@ -15,8 +15,9 @@ from kubernetes import client as k8s
 
 from extender.cli import parse_args
 from sandbox import chart
-from sandbox.cluster import Sandbox, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.processes import wait_for
+from sandbox.specs import pod_body
 from tests.e2e.objects import sent_as, status_of
 from tests.e2e.scrape import exported
 

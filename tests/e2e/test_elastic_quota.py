@@ -26,9 +26,10 @@ import pytest
 from kubernetes import client as k8s
 
 from sandbox import kwok
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
 from sandbox.lag import LaggingRelay
 from sandbox.processes import wait_for
+from sandbox.specs import ExtenderSpec, NodeSpec
 from tests.e2e.objects import sent_as
 from tests.e2e.scrape import exported
 

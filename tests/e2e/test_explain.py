@@ -26,7 +26,9 @@ import yaml
 from kubernetes import client as k8s
 
 from kubectl_loadsched.cli import main as plugin
-from sandbox.cluster import ROOT, Sandbox, free_port, http_ok
+from sandbox.build import ROOT
+from sandbox.cluster import Sandbox
+from sandbox.loopback import free_port, http_ok
 from sandbox.processes import wait_for
 from shared.kube.paths import ELASTIC_QUOTAS
 from tests.e2e.conftest import NODES, OVERLOADED, RULES, load_annotations

@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 
-from sandbox.cluster import ExtenderSpec, Sandbox, free_port, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.image import Container, Image, build_image, container_kubeconfig, podman
+from sandbox.loopback import free_port
 from sandbox.metrics_stack import MetricsStack
+from sandbox.specs import ExtenderSpec, pod_body
 from tests.e2e.conftest import LOADS, NODES, OVERLOADED, RULES
 from tests.e2e.objects import meta_of
 from tests.e2e.scrape import exported

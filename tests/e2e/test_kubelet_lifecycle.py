@@ -15,8 +15,9 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from sandbox import kwok
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
 from sandbox.processes import wait_for
+from sandbox.specs import NodeSpec
 from tests.e2e.conftest import LOADS, load_annotations
 from tests.e2e.objects import meta_of, name_of, sent_as, spec_of, status_of
 

@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
 from sandbox.prometheus_faults import Fault, PrometheusFaults
+from sandbox.specs import NodeSpec
 from shared.annotations import Sample, decode
 from shared.load_model import LoadRules, NodeLoad, evaluate
 from shared.policy import parse_policy

@@ -20,9 +20,10 @@ from datetime import UTC, datetime
 import pytest
 
 from bench.quality_strategies import BY_KEY, CPU_LIMIT, RULES, Strategy
-from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.specs import ExtenderSpec, pod_body
 from shared.annotations import Sample, decode
 from tests.e2e.conftest import NODES
 from tests.e2e.objects import meta_of, spec_of, status_of

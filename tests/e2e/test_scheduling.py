@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from sandbox.cluster import ExtenderSpec, Sandbox, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.processes import wait_for
+from sandbox.specs import ExtenderSpec, pod_body
 from tests.e2e.conftest import LOADS, NODES, OVERLOADED
 from tests.e2e.objects import status_of
 

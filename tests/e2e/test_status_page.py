@@ -25,8 +25,9 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from sandbox.cluster import NodeSpec, Sandbox
+from sandbox.cluster import Sandbox
 from sandbox.processes import wait_for
+from sandbox.specs import NodeSpec
 from shared.annotations import encode_hot_value, encode_metric
 from shared.load_model import LoadRules
 from shared.policy import DEFAULT_POLICY_YAML, default_policy

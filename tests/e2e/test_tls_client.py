@@ -15,9 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
-from sandbox.cluster import ROOT, Sandbox, free_port, http_ok, pod_body
+from sandbox.build import ROOT
+from sandbox.cluster import Sandbox
+from sandbox.loopback import free_port, http_ok
 from sandbox.pki import MutualTLS, mutual_tls
 from sandbox.processes import wait_for
+from sandbox.specs import pod_body
 from tests.e2e.conftest import LOADS, OVERLOADED
 from tests.e2e.scrape import exported
 

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from bench import trimaran
-from sandbox.cluster import Sandbox, pod_body
+from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
+from sandbox.specs import pod_body
 from tests.e2e.conftest import NODES
 
 pytestmark = pytest.mark.e2e

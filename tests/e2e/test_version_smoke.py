@@ -26,7 +26,8 @@ import pytest
 from sandbox.build import selected_version
 from sandbox.capture import BODY_NAMES, capture_every_verb, fixture_dir, read_fixtures
 from sandbox.capture import write_fixtures as write_bodies
-from sandbox.cluster import ExtenderSpec, NodeSpec, Sandbox, pod_body
+from sandbox.cluster import Sandbox
+from sandbox.specs import ExtenderSpec, NodeSpec, pod_body
 from tests.e2e.conftest import LOADS, NODES, OVERLOADED, load_annotations
 
 pytestmark = pytest.mark.e2e

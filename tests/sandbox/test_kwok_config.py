@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from sandbox import build, kwok
-from sandbox.cluster import NodeSpec, node_schedulable
+from sandbox.cluster_objects import node_schedulable
+from sandbox.specs import NodeSpec
 
 
 def documents(text: str) -> list[dict[str, object]]:
