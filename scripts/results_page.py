@@ -1,6 +1,8 @@
 """The docs' results page, ``docs/results.md``, from the latest result of each bench
 (``out/results/<bench>.json``, written by :mod:`bench.results`): when and where it ran, each
-figure with its target and verdict, and the targets no kept result judges yet.
+figure with its target and verdict, and the targets no kept result judges yet. The sections of
+benches with no result file here are kept from the page as it was, so that each machine
+publishes what it ran without dropping what another published.
 
     .venv/bin/python scripts/results_page.py            (make results-page)
 
@@ -11,7 +13,9 @@ which machine and commit each bench ran on.
 from __future__ import annotations
 
 import json
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +56,65 @@ def _row(figure: dict[str, Any], targets: dict[str, Target]) -> str:
     return f"| {figure['name']} | {value} | {bound} | {shown.get(verdict, verdict)} |"
 
 
-def render(results: list[dict[str, Any]]) -> str:
-    """The page for ``results`` (each a bench's result file, parsed)."""
+@dataclass(frozen=True)
+class Section:
+    """One bench's part of the page: its text (heading included) and the targets it judges."""
+
+    text: str
+    judges: frozenset[str]
+
+
+WAITING = "## Targets without a kept result"
+JUDGES = re.compile(r"^<!-- judges: ?(.*?) ?-->$", re.M)
+"""The line under a section's heading naming the targets it judges (not shown by the site)."""
+
+
+def section(result: dict[str, Any], targets: dict[str, Target]) -> tuple[str, Section]:
+    """A bench's section from its result file."""
+    machine = result.get("machine", {})
+    judges = frozenset(f["target"] for f in result["figures"] if f.get("target"))
+    lines = [
+        f"## {result['bench']}",
+        f"<!-- judges: {' '.join(sorted(judges))} -->",
+        "",
+        f"`{result['command']}`{' (a quick run: fewer rounds)' if result.get('quick') else ''},"
+        f" {result['date']}, commit `{result['commit']}`, {machine.get('cpus', '?')} CPUs"
+        f" ({machine.get('cpu') or 'unknown CPU'}), kernel {machine.get('kernel', '?')},"
+        f" Python {machine.get('python', '?')}"
+        + (f", Kubernetes {result['kubernetes']}." if result.get("kubernetes") else "."),
+        "",
+        "| figure | measured | target | verdict |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [_row(figure, targets) for figure in result["figures"]]
+    return str(result["bench"]), Section("\n".join(lines), judges)
+
+
+def kept_sections(page: str, targets: dict[str, Target]) -> dict[str, Section]:
+    """The bench sections of a page written before, by bench. A section written before
+    sections named what they judge is taken to judge its bench's targets that the page did not
+    list as waiting."""
+    blocks = re.split(r"^(?=## )", page, flags=re.M)[1:]
+    waiting = next((b for b in blocks if b.startswith(WAITING)), "")
+    listed = set(re.findall(r"^\| `([^`]+)`", waiting, re.M))
+    kept = {}
+    for block in blocks:
+        if block.startswith(WAITING):
+            continue
+        bench = block.split("\n", 1)[0].removeprefix("## ").strip()
+        named = JUDGES.search(block)
+        if named:
+            judges = frozenset(named.group(1).split())
+        else:
+            own = bench.split("@", 1)[0]
+            judges = frozenset(k for k, t in targets.items() if t.bench == own) - listed
+        kept[bench] = Section(block.rstrip("\n"), judges)
+    return kept
+
+
+def render(results: list[dict[str, Any]], kept: dict[str, Section] | None = None) -> str:
+    """The page for ``results`` (each a bench's result file, parsed), keeping the ``kept``
+    sections (:func:`kept_sections`) of benches with no result among them."""
     lines = [
         GENERATED,
         "",
@@ -65,31 +126,17 @@ def render(results: list[dict[str, Any]]) -> str:
         "Regenerate with `make results-page` after running benches.",
         "",
     ]
-    judged: set[str] = set()
     targets = load()
-    for result in sorted(results, key=lambda r: str(r["bench"])):
-        machine = result.get("machine", {})
-        lines += [
-            f"## {result['bench']}",
-            "",
-            f"`{result['command']}`{' (a quick run: fewer rounds)' if result.get('quick') else ''},"
-            f" {result['date']}, commit `{result['commit']}`, {machine.get('cpus', '?')} CPUs"
-            f" ({machine.get('cpu') or 'unknown CPU'}), kernel {machine.get('kernel', '?')},"
-            f" Python {machine.get('python', '?')}"
-            + (f", Kubernetes {result['kubernetes']}." if result.get("kubernetes") else "."),
-            "",
-            "| figure | measured | target | verdict |",
-            "| --- | --- | --- | --- |",
-        ]
-        for figure in result["figures"]:
-            lines.append(_row(figure, targets))
-            if figure.get("target"):
-                judged.add(figure["target"])
-        lines.append("")
+    sections = dict(kept or {})
+    sections.update(section(result, targets) for result in results)
+    judged: set[str] = set()
+    for bench in sorted(sections):
+        lines += [sections[bench].text, ""]
+        judged |= sections[bench].judges
     waiting = [t for key, t in sorted(targets.items()) if key not in judged]
     if waiting:
         lines += [
-            "## Targets without a kept result",
+            WAITING,
             "",
             "| target | bound | what |",
             "| --- | --- | --- |",
@@ -107,7 +154,8 @@ def read(folder: Path) -> list[dict[str, Any]]:
 
 
 def main() -> int:
-    PAGE.write_text(render(read(RESULTS)))
+    kept = kept_sections(PAGE.read_text(), load()) if PAGE.exists() else {}
+    PAGE.write_text(render(read(RESULTS), kept))
     sys.stdout.write(
         f"wrote {PAGE.relative_to(ROOT)} from {len(list(RESULTS.glob('*.json')))} results\n"
     )

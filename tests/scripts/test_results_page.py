@@ -11,7 +11,7 @@ import pytest
 
 from bench import faults, results
 from bench.results import Figure, measured, record
-from bench.targets import target
+from bench.targets import load, target
 from sandbox.build import kube_version
 from sandbox.faults import FaultRow
 from scripts import results_page
@@ -92,3 +92,64 @@ def test_a_fault_run_keeps_what_was_lost_and_each_recovery_with_its_own_target(
     assert "| etcd stopped 10 s: work lost (5 Jobs) | 1 items | ≤ 0 items | **MISSED** |" in page
     assert "| extender SIGKILL: recovery | 4.2 s | ≤ 10 s | met |" in page
     assert "| etcd stopped 10 s: recovery | 12.5 s |  |  |" in page
+
+
+def test_a_bench_with_no_result_here_keeps_its_section_from_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine that ran only the extender bench replaces the extender's section, keeps the
+    dispatch section another machine published, and the dispatch target it judges stays out of
+    the waiting table; a target judged by neither is listed."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "elsewhere")
+    record("dispatch", [measured(target("dispatch", "p99"), 40.0, name="dispatch p99")])
+    published = results_page.render(results_page.read(tmp_path / "elsewhere"))
+    assert "<!-- judges: dispatch.p99 -->" in published
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "here")
+    record("extender", [measured(target("extender", "churn-p99"), 1.5, name="churn p99")])
+    kept = results_page.kept_sections(published, load())
+    page = results_page.render(results_page.read(tmp_path / "here"), kept)
+
+    dispatch = published.split("## dispatch", 1)[1].split("\n## ", 1)[0]
+    assert "## dispatch" + dispatch in page
+    assert "| churn p99 | 1.5 ms | ≤ 2 ms | met |" in page
+    waiting = page.split("## Targets without a kept result", 1)[1]
+    assert "`dispatch.p99`" not in waiting and "`extender.churn-p99`" not in waiting
+    assert "`quota.admitted-p99`" in waiting
+    # a later run of the same bench replaces the kept section
+    record("dispatch", [measured(target("dispatch", "p99"), 60.0, name="dispatch p99")])
+    again = results_page.render(
+        results_page.read(tmp_path / "here"), results_page.kept_sections(page, load())
+    )
+    assert again.count("## dispatch") == 1 and "| dispatch p99 | 60.0 ms | ≤ 50 ms" in again
+
+
+def test_a_section_written_before_sections_named_their_targets_judges_those_not_waiting() -> None:
+    """Such a section judges its bench's targets that its page did not list as waiting."""
+    targets = load()
+    page = "\n".join(
+        [
+            results_page.GENERATED,
+            "",
+            "# Results",
+            "",
+            "## quota",
+            "",
+            "| figure | measured | target | verdict |",
+            "| --- | --- | --- | --- |",
+            "",
+            "## Targets without a kept result",
+            "",
+            "| target | bound | what |",
+            "| --- | --- | --- |",
+            "| `quota.admitted-p99` | ≤ 1 s | ... |",
+            "",
+        ]
+    )
+    kept = results_page.kept_sections(page, targets)
+    own = {key for key, t in targets.items() if t.bench == "quota"}
+    assert len(own) > 1 and "quota.admitted-p99" in own
+    assert kept["quota"].judges == own - {"quota.admitted-p99"}
+    assert (
+        kept["quota"].text.startswith("## quota\n") and "Targets without" not in kept["quota"].text
+    )
