@@ -19,7 +19,8 @@ from annotator.metrics import AnnotatorMetrics
 from annotator.objects import NODE_DECODER, Node, NodeStore
 from annotator.patching import NodePatcher, kube_client
 from annotator.quota.controller import QuotaController, WaitingPods
-from annotator.rebalance.controller import NodeFacts, Rebalancer
+from annotator.rebalance.controller import Rebalancer
+from annotator.rebalance.nodes import NodeFacts
 from annotator.rebalance.pods import BoundPods
 from annotator.recording import EventRecorder
 from annotator.settings import AnnotatorSettings

@@ -1,6 +1,7 @@
 """When the rebalancer acts on a node: its thresholds compiled from the policy, and the
 streaks of rounds of fresh data each node's metrics have stayed above ``high``
-(:class:`OverloadTracker`). Pure: time is passed in."""
+(:class:`OverloadTracker`), and the order the nodes are acted on in
+(:func:`furthest_over_first`). Pure: time is passed in."""
 
 from __future__ import annotations
 
@@ -176,3 +177,15 @@ class OverloadTracker:
         if any(m.value is not None and m.value > m.high for m in metrics):
             return Observation(node, "waiting", metrics)
         return Observation(node, "under", metrics)
+
+
+def furthest_over_first(observations: Iterable[Observation]) -> list[Observation]:
+    """The nodes acted on this round (``over``), furthest above ``high`` first."""
+    return sorted((o for o in observations if o.state == "over"), key=lambda o: -_excess(o))
+
+
+def _excess(observation: Observation) -> float:
+    acting = observation.acting
+    if acting is None or acting.value is None:
+        return 0.0
+    return (acting.value - acting.high) / acting.high

@@ -14,8 +14,9 @@ import yaml
 
 from annotator.evicting import TokenBucket
 from annotator.metrics import AnnotatorMetrics
-from annotator.rebalance.controller import NodeFacts, Rebalancer
+from annotator.rebalance.controller import Rebalancer
 from annotator.rebalance.full_pod import FullPod
+from annotator.rebalance.nodes import NodeFacts
 from annotator.rebalance.pods import BoundPods
 from annotator.recording import EventRecorder
 from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
