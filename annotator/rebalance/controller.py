@@ -105,6 +105,7 @@ class Rebalancer:
         self._metrics = metrics
         self.dry_run = dry_run or self._settings.dry_run
         self._clock = clock
+        self._sleep = sleep
         self._retry = retry
         self.moved: dict[str, datetime] = {}
         """Workload → until when none of its pods is moved again."""
@@ -147,7 +148,7 @@ class Rebalancer:
                 logger.warning("rebalance round failed: %s; will retry", e)
             except Exception:  # pragma: no cover - a defect must not stop the leader's loops
                 logger.exception("rebalance round failed; will retry")
-            await asyncio.sleep(period)
+            await self._sleep(period)
 
     async def round(self) -> list[NodePlan]:
         self._metrics.rebalance_rounds.inc()

@@ -97,7 +97,7 @@ class Mover:
         if evicted:
             self._tracker.hold(plan.node, now)
         if marked is not None:
-            await self._withdraw(plan.node, marked, previous, moved)
+            await self._withdraw(plan.node, marked, previous, moved, now)
 
     def _allowed(self, plan: NodePlan, allowance: RoundAllowance) -> list[Move]:
         """The moves the round's limits and the rate limit allow, spent from ``allowance``."""
@@ -197,13 +197,19 @@ class Mover:
         marked: dict[str, datetime],
         previous: dict[str, datetime],
         moved: dict[str, datetime],
+        now: datetime,
     ) -> None:
-        """Rewrite the node's marks as ``marked`` without the workloads neither ``moved`` nor
-        ``previous`` holds: a mark for an eviction that did not happen would refuse that
-        workload for nothing."""
-        unmoved = set(marked) - set(moved) - set(previous)
-        if unmoved:
-            kept = {k: v for k, v in marked.items() if k not in unmoved}
+        """Rewrite the node's marks as ``marked`` with this round's marks of evictions that did
+        not happen undone: a workload not ``moved`` keeps the mark it had before, if that one
+        has not expired, and loses it otherwise. A mark for an eviction that did not happen
+        would refuse that workload there for nothing."""
+        kept = {}
+        for workload, until in marked.items():
+            if workload in moved:
+                kept[workload] = until
+            elif previous.get(workload, now) > now:
+                kept[workload] = previous[workload]
+        if kept != marked:
             await self._marks.write(node, encode_departures(kept) if kept else None)
 
 

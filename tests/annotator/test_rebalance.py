@@ -4,7 +4,7 @@ PodDisruptionBudget's 429, dry-run, stale data, the limits, and the status it pu
 import asyncio
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -132,9 +132,13 @@ def test_what_the_target_check_does_not_judge(spec: dict[str, Any], unjudged: st
 
 
 class FakeAPI:
-    def __init__(self, pods: list[dict[str, Any]], eviction_status: int = 201) -> None:
+    def __init__(
+        self, pods: list[dict[str, Any]], eviction_status: int = 201, node_misses: int = 0
+    ) -> None:
         self.pods = pods
         self.eviction_status = eviction_status
+        self.node_misses = node_misses
+        """The first node patches answered 404 (the node gone a moment), not applied."""
         self.requests: list[tuple[str, str, Any]] = []
         self.nodes: Nodes | None = None
         """Where a node patch shows, as the annotator's node watch would show it."""
@@ -150,6 +154,9 @@ class FakeAPI:
             items = [p for p in self.pods if p["spec"]["nodeName"] == node]
             return httpx.Response(200, json={"items": items})
         if request.method == "PATCH" and request.url.path.startswith("/api/v1/nodes/"):
+            if self.node_misses:
+                self.node_misses -= 1
+                return httpx.Response(404, json={"code": 404, "reason": "NotFound"})
             if self.nodes is not None and self.nodes.watched:
                 node = request.url.path.rsplit("/", 1)[1]
                 for key, value in body["metadata"]["annotations"].items():
@@ -217,6 +224,7 @@ def rebalancer(
     usage: dict[tuple[str, str], float] | None = None,
     metrics: AnnotatorMetrics | None = None,
     quota_admits: Any = None,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
     **settings: Any,
 ) -> Rebalancer:
     chosen = policy(**settings)
@@ -230,7 +238,7 @@ def rebalancer(
     rules = LoadRules.from_policy(chosen)
     api.nodes = nodes
 
-    async def sleep(seconds: float) -> None:
+    async def advance(seconds: float) -> None:
         clock.advance(seconds)
 
     return Rebalancer(
@@ -246,7 +254,7 @@ def rebalancer(
         quota_admits=quota_admits,
         clock=clock,
         monotonic=clock.monotonic,
-        sleep=sleep,
+        sleep=sleep or advance,
     )
 
 
@@ -322,6 +330,46 @@ async def test_a_disruption_budget_blocks_and_is_counted() -> None:
     # nothing was evicted: the node is not held, the next round asks again
     await rounds(controller, nodes, clock, 1)
     assert metrics.rebalance_evictions.labels("blocked", CPU)._value.get() == 2
+
+
+async def test_the_loop_runs_a_round_each_period_until_cancelled() -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    metrics = AnnotatorMetrics()
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 3:
+            raise asyncio.CancelledError
+
+    controller = rebalancer(FakeAPI([]), clock, nodes, {}, metrics, sleep=sleep)
+    with pytest.raises(asyncio.CancelledError):
+        await controller.run()
+    assert slept == [60.0, 60.0, 60.0]  # the policy's period
+    assert metrics.rebalance_rounds._value.get() == 3
+
+
+async def test_a_blocked_eviction_leaves_no_fresh_mark_over_an_expired_one() -> None:
+    """The node still shows an expired mark of big-rs (the writes that would clear it did not
+    land): big-rs may move again, its eviction is blocked, and the mark refreshed for it is
+    withdrawn, not kept as if big-rs had moved."""
+    clock = Clock()
+    nodes = Nodes(clock)
+    nodes.extra["hot"] = {
+        REBALANCED_FROM_ANNOTATION: '{"web/ReplicaSet/big-rs":"2026-11-22T11:00:00Z"}'
+    }
+    api = FakeAPI([pod("big", "2")], eviction_status=429, node_misses=2)
+    controller = rebalancer(api, clock, nodes, {("web", "big"): 1.5})
+    await rounds(controller, nodes, clock, 2)
+    assert [c for c in api.calls() if "eviction" in c[1]]
+    written = [
+        b["metadata"]["annotations"][REBALANCED_FROM_ANNOTATION]
+        for m, p, b in api.requests
+        if p == "/api/v1/nodes/hot"
+    ]
+    assert "big-rs" in written[-2] and written[-1] is None
+    assert REBALANCED_FROM_ANNOTATION not in nodes.extra["hot"]
 
 
 async def test_dry_run_shows_the_plan_and_evicts_nothing() -> None:
@@ -500,7 +548,7 @@ async def test_a_replica_that_stops_leading_exports_no_node_counts() -> None:
     clock = Clock()
     nodes = Nodes(clock)
     metrics = AnnotatorMetrics()
-    controller = rebalancer(FakeAPI([]), clock, nodes, {}, metrics)
+    controller = rebalancer(FakeAPI([]), clock, nodes, {}, metrics, sleep=asyncio.sleep)
     task = asyncio.create_task(controller.run())
     while metrics.rebalance_nodes.labels("under")._value.get() == 0:
         await asyncio.sleep(0.01)
