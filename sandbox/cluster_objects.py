@@ -95,7 +95,7 @@ class ClusterObjects(Kubeconfigs):
         """Create the PriorityClass (if absent) and wait until pods may name it: the API
         server's Priority admission reads PriorityClasses from its own informer, so a pod
         created just after one can be refused ("no PriorityClass with name ... was found").
-        The wait asks admission itself, with a dry-run pod."""
+        The wait asks admission itself, with a dry-run pod; any other refusal ends it at once."""
         body = k8s.V1PriorityClass(
             metadata=k8s.V1ObjectMeta(name=name),
             value=value,
@@ -115,11 +115,20 @@ class ClusterObjects(Kubeconfigs):
             ),
         )
 
-        def admitted() -> bool:
-            self.core.create_namespaced_pod("default", probe, dry_run="All")
+        refused: list[k8s.ApiException] = []
+
+        def answered() -> bool:
+            try:
+                self.core.create_namespaced_pod("default", probe, dry_run="All")
+            except k8s.ApiException as e:
+                if e.status == 403 and "PriorityClass" in str(e.body):
+                    return False  # not in admission's informer yet
+                refused.append(e)
             return True
 
-        wait_for(admitted, timeout=30, what=f"admission to know PriorityClass {name}")
+        wait_for(answered, timeout=30, what=f"admission to know PriorityClass {name}")
+        if refused:
+            raise refused[0]
 
     def create_pods(self, bodies: Iterable[dict[str, Any]], *, workers: int = 8) -> None:
         core = self.core
