@@ -32,14 +32,10 @@ from datetime import datetime
 from typing import Literal
 
 from shared.annotations import Reading, Sample, Unknown, UnknownReason, decode
+from shared.crane_policy import HOT_VALUE_ACTIVE_PERIOD, HotValuePolicy
 from shared.estimation import Need, NodeSize, Placement, estimated_share
 from shared.freshness import MAX_CLOCK_SKEW, fresh_value, future_detail
-from shared.policy import (
-    HOT_VALUE_ACTIVE_PERIOD,
-    HOT_VALUE_KEY,
-    NODE_LIMITS_KEY,
-    HotValuePolicy,
-)
+from shared.policy import HOT_VALUE_KEY, NODE_LIMITS_KEY
 from shared.policy_fields import Resource
 from shared.rules import LoadRules, MetricRule, decode_limits, ordered_sum
 from shared.strategies import Packed, PodDemand, Risked, strategy_inputs

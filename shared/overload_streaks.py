@@ -12,8 +12,9 @@ from datetime import datetime, timedelta, tzinfo
 from typing import Literal
 
 from shared.annotations import Reading, Sample, Unknown, decode
+from shared.crane_policy import EXTRA_ACTIVE_PERIOD
 from shared.freshness import fresh_value
-from shared.policy import EXTRA_ACTIVE_PERIOD, DynamicSchedulerPolicy
+from shared.policy import DynamicSchedulerPolicy
 from shared.policy_fields import Resource
 
 

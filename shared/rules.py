@@ -10,13 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta, tzinfo
 
+from shared.crane_policy import EXTRA_ACTIVE_PERIOD
 from shared.placement_policy import EstimationPolicy, LoadVariationRiskBalancing, TargetLoadPacking
-from shared.policy import (
-    EXTRA_ACTIVE_PERIOD,
-    HOT_VALUE_KEY,
-    NODE_LIMITS_KEY,
-    DynamicSchedulerPolicy,
-)
+from shared.policy import HOT_VALUE_KEY, NODE_LIMITS_KEY, DynamicSchedulerPolicy
 from shared.policy_fields import Resource
 from shared.scoring import REPORTING_INTERVAL
 

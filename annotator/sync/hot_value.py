@@ -10,8 +10,8 @@ from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from shared.crane_policy import HotValuePolicy
 from shared.load_model import hot_value
-from shared.policy import HotValuePolicy
 
 
 class BindingWindows:

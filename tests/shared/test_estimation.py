@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from shared.annotations import encode_metric
+from shared.crane_policy import AVERAGE_DELAY, MAXIMUM_DELAY
 from shared.errors import ConfigError
 from shared.estimation import (
     Need,
@@ -24,13 +25,7 @@ from shared.estimation import (
 )
 from shared.load_model import WITH_POD, LoadRules, NodeLoad, evaluate, refusal_for
 from shared.placement_policy import EstimationPolicy, TargetLoadPacking
-from shared.policy import (
-    AVERAGE_DELAY,
-    MAXIMUM_DELAY,
-    default_policy,
-    load_policy,
-    parse_policy,
-)
+from shared.policy import default_policy, load_policy, parse_policy
 from tests.fakes.clock import NOW
 
 MIN = timedelta(minutes=1)

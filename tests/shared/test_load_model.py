@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.annotations import encode_hot_value, encode_metric
+from shared.crane_policy import HotValuePolicy
 from shared.load_model import (
     MAX_CLOCK_SKEW,
     LoadRules,
@@ -15,7 +16,7 @@ from shared.load_model import (
     ordered_sum,
     to_extender_score,
 )
-from shared.policy import HotValuePolicy, parse_policy
+from shared.policy import parse_policy
 from tests.fakes.clock import NOW
 
 

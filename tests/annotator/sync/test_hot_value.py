@@ -1,7 +1,7 @@
 from datetime import datetime, timedelta
 
 from annotator.sync.hot_value import BindingWindows
-from shared.policy import HotValuePolicy
+from shared.crane_policy import HotValuePolicy
 from tests.fakes.clock import NOW
 
 ENTRIES = [HotValuePolicy(timeRange="5m", count=5), HotValuePolicy(timeRange="1m", count=2)]
