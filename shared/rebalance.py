@@ -8,16 +8,17 @@ to say, the mark a move leaves :mod:`shared.rebalance_marks`'s.
   future value resets it and marks the node ``stale``: nothing on it is moved. A node acts once
   a streak reaches ``consecutiveRounds``; after pods were moved off it, it is held until the
   metric can show them gone (the metric's window and delay), and its streaks start again.
-- **Which pods may move** (:func:`skip_reason`): pods a controller recreates (ReplicaSet,
-  StatefulSet, Job, ReplicationController: never bare, DaemonSet or mirror pods), running,
-  not terminating, at or below ``maxPriority`` (system-critical never), in a namespace and
-  with labels the policy selects, not opted out (annotation ``loadsched.io/evict: "false"``),
-  without local storage (``emptyDir``, ``hostPath``: lost on a move) unless opted in
-  (``loadsched.io/evict: "true"``), nor with what the target check below does not judge
-  (required pod affinity or anti-affinity, a ``DoNotSchedule`` topology spread, host ports,
-  persistent volumes: the replacement could find no node but the one it left) unless opted in,
-  and whose workload was not moved within ``cooldown``; with elastic quotas, whose replacement
-  its namespace's quota admits (the controller asks the quota ledger).
+- **Which pods may move** (:func:`shared.movable_pods.skip_reason`): pods a controller
+  recreates (ReplicaSet, StatefulSet, Job, ReplicationController: never bare, DaemonSet or
+  mirror pods), running, not terminating, at or below ``maxPriority`` (system-critical never),
+  in a namespace and with labels the policy selects, not opted out (annotation
+  ``loadsched.io/evict: "false"``), without local storage (``emptyDir``, ``hostPath``: lost on
+  a move) unless opted in (``loadsched.io/evict: "true"``), nor with what the target check
+  below does not judge (required pod affinity or anti-affinity, a ``DoNotSchedule`` topology
+  spread, host ports, persistent volumes: the replacement could find no node but the one it
+  left) unless opted in, and whose workload was not moved within ``cooldown``; with elastic
+  quotas, whose replacement its namespace's quota admits (the controller asks the quota
+  ledger).
 - **Which first** (:func:`fewest_covering`): one pod per workload at most (the one using the
   most, :func:`one_per_workload`), and of those the fewest whose usage covers the overshoot
   (the node's value above ``high``, in cores or bytes); among sets of that size, online
@@ -42,111 +43,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
 
-from shared.annotation_keys import EVICT_ANNOTATION
 from shared.estimation import Need, NodeSize
 from shared.load_model import Verdict, refusal_for
+from shared.movable_pods import PodFacts
 from shared.node_fit import FitNode, Holding, PodNeeds, unfit_reason
 from shared.overload_streaks import Observation, Threshold
 from shared.policy_fields import Resource
 from shared.quantity import ResourceList
-from shared.rebalance_marks import refused_here, workload_key
-from shared.rebalance_policy import RebalancePolicy
-
-SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
-"""``system-cluster-critical`` and above: never moved, whatever ``maxPriority`` says."""
-OPT_OUT_ANNOTATION = EVICT_ANNOTATION
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-"""On a static pod's mirror: the kubelet owns it, eviction cannot move it."""
-
-SkipReason = Literal[
-    "no-controller",
-    "daemonset",
-    "mirror",
-    "terminating",
-    "not-running",
-    "priority",
-    "namespace",
-    "selector",
-    "opted-out",
-    "cooldown",
-    "in-flight",
-    "unreadable",
-    "quota",
-    "local-storage",
-    "unjudged-constraint",
-]
-"""Why a pod on an overloaded node is not a candidate (a metric label)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PodFacts:
-    """What eligibility reads of a pod on an overloaded node."""
-
-    namespace: str
-    name: str
-    uid: str
-    owners: tuple[tuple[str, str], ...]
-    """(kind, name) of each owner reference."""
-    annotations: Mapping[str, str]
-    labels: Mapping[str, str]
-    priority: int
-    phase: str | None
-    terminating: bool
-    local_storage: bool = False
-    """An ``emptyDir`` or ``hostPath`` volume."""
-    unjudged: str | None = None
-    """What it asks of a node that the target check does not judge (required pod affinity or
-    anti-affinity, a ``DoNotSchedule`` topology spread, host ports, claimed volumes), or
-    ``None``."""
-
-    @property
-    def workload(self) -> str | None:
-        return workload_key(self.namespace, self.owners)
-
-
-def skip_reason(
-    pod: PodFacts,
-    policy: RebalancePolicy,
-    moved: Mapping[str, datetime],
-    now: datetime,
-) -> SkipReason | None:
-    """Why ``pod`` may not be moved, or ``None``; ``moved`` is workload → until when its pods
-    are not moved again (``cooldown`` after the last)."""
-    kinds = {kind for kind, _ in pod.owners}
-    if MIRROR_ANNOTATION in pod.annotations or "Node" in kinds:
-        return "mirror"
-    if "DaemonSet" in kinds:
-        return "daemonset"
-    workload = pod.workload
-    if workload is None:
-        return "no-controller"
-    if pod.terminating:
-        return "terminating"
-    if pod.phase != "Running":
-        return "not-running"
-    if pod.priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority > policy.max_priority:
-        return "priority"
-    namespaces = policy.namespaces
-    if pod.namespace in namespaces.exclude or (
-        namespaces.include and pod.namespace not in namespaces.include
-    ):
-        return "namespace"
-    if any(pod.labels.get(k) != v for k, v in policy.pod_selector.items()):
-        return "selector"
-    opt = pod.annotations.get(OPT_OUT_ANNOTATION, "").strip().lower()
-    if opt == "false":
-        return "opted-out"
-    if pod.local_storage and opt != "true":
-        return "local-storage"
-    if pod.unjudged and opt != "true":
-        return "unjudged-constraint"
-    until = moved.get(workload)
-    if until is not None and now < until:
-        return "cooldown"
-    return None
-
+from shared.rebalance_marks import refused_here
 
 # -- which first --------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Which pods on an overloaded node may move (:func:`judge`): a pod read from the API server,
-judged by :func:`shared.rebalance.skip_reason` and, with elastic quotas, by whether its
+judged by :func:`shared.movable_pods.skip_reason` and, with elastic quotas, by whether its
 quota admits its replacement; and what a pod that may move takes off its node: its measured
 usage, else what the extender's filter estimates for its replacement. Pure: the pods, their
 usage and the time are passed in."""
@@ -13,13 +13,14 @@ from datetime import datetime
 from annotator.rebalance.full_pod import FullPod
 from shared.estimation import Need, need_of
 from shared.kube.meta import PodMeta
+from shared.movable_pods import PodFacts, SkipReason, skip_reason
 from shared.node_fit import PodNeeds, required_affinity, tolerations_of
 from shared.overload_streaks import Threshold
 from shared.placement_policy import EstimationPolicy
 from shared.pods import Pod, pod_request
 from shared.quantity import ResourceList
 from shared.quota import Admission
-from shared.rebalance import Candidate, PodFacts, SkipReason, skip_reason
+from shared.rebalance import Candidate
 from shared.rebalance_policy import RebalancePolicy
 from shared.rules import LoadRules
 from shared.strategies import placement_of

@@ -49,6 +49,7 @@ from shared.errors import LoadschedError
 from shared.estimation import Need
 from shared.kube.requesting import DEFAULT_RETRY
 from shared.kube.retrying import RetryPolicy
+from shared.movable_pods import SkipReason
 from shared.overload_streaks import (
     Observation,
     OverloadTracker,
@@ -60,7 +61,7 @@ from shared.pods import Pod
 from shared.policy import DynamicSchedulerPolicy
 from shared.quantity import ResourceList
 from shared.quota import Admission
-from shared.rebalance import Candidate, NodePlan, SkipReason, TargetNode, plan_node
+from shared.rebalance import Candidate, NodePlan, TargetNode, plan_node
 from shared.rebalance_limits import RoundAllowance
 from shared.rules import LoadRules
 

@@ -11,17 +11,11 @@ from shared.annotations import encode_metric
 from shared.errors import ConfigError
 from shared.estimation import Need, NodeSize
 from shared.load_model import NodeLoad, evaluate
+from shared.movable_pods import PodFacts, skip_reason
 from shared.node_fit import FitNode, PodNeeds, required_affinity
 from shared.overload_streaks import Observation, OverloadTracker, thresholds_of
 from shared.policy import DEFAULT_POLICY_YAML, parse_policy
-from shared.rebalance import (
-    Candidate,
-    PodFacts,
-    TargetNode,
-    fewest_covering,
-    plan_node,
-    skip_reason,
-)
+from shared.rebalance import Candidate, TargetNode, fewest_covering, plan_node
 from shared.rebalance_marks import decode_departures, encode_departures, refused_here, workload_key
 from shared.rules import LoadRules
 

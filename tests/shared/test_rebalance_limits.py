@@ -3,8 +3,9 @@
 import pytest
 
 from shared.estimation import Need
+from shared.movable_pods import PodFacts
 from shared.node_fit import PodNeeds
-from shared.rebalance import Candidate, Move, PodFacts
+from shared.rebalance import Candidate, Move
 from shared.rebalance_limits import RoundAllowance, within_limits
 from shared.rebalance_policy import RebalanceLimits
 
