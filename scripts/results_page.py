@@ -1,10 +1,11 @@
 """The docs' results page, ``docs/results.md``, from the latest result of each bench
 (``out/results/<bench>.json``, written by :mod:`bench.results`): when and where it ran, each
 figure with its target and verdict, and the targets no kept result judges yet. The sections of
-benches with no result file here are kept from the page as it was, so that each machine
-publishes what it ran without dropping what another published.
+benches with no result file here are kept from the page as they were written (judged as they
+were then), so that each machine publishes what it ran without dropping what another
+published; ``--drop BENCH`` removes the section of a bench that no longer runs.
 
-    .venv/bin/python scripts/results_page.py            (make results-page)
+    .venv/bin/python scripts/results_page.py [--drop BENCH ...]    (make results-page)
 
 Copy another machine's ``out/results/*.json`` in first to publish its figures; the page says
 which machine and commit each bench ran on.
@@ -12,6 +13,7 @@ which machine and commit each bench ran on.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -91,9 +93,10 @@ def section(result: dict[str, Any], targets: dict[str, Target]) -> tuple[str, Se
 
 
 def kept_sections(page: str, targets: dict[str, Target]) -> dict[str, Section]:
-    """The bench sections of a page written before, by bench. A section written before
-    sections named what they judge is taken to judge its bench's targets that the page did not
-    list as waiting."""
+    """The bench sections of a page written before, by bench, as they were written (their
+    figures judged as they were then). A section written before sections named what they judge
+    is taken to judge its bench's targets that the page did not list as waiting, and gains the
+    line that says so."""
     blocks = re.split(r"^(?=## )", page, flags=re.M)[1:]
     waiting = next((b for b in blocks if b.startswith(WAITING)), "")
     listed = set(re.findall(r"^\| `([^`]+)`", waiting, re.M))
@@ -101,14 +104,16 @@ def kept_sections(page: str, targets: dict[str, Target]) -> dict[str, Section]:
     for block in blocks:
         if block.startswith(WAITING):
             continue
-        bench = block.split("\n", 1)[0].removeprefix("## ").strip()
-        named = JUDGES.search(block)
+        heading, rest = block.rstrip("\n").split("\n", 1)
+        bench = heading.removeprefix("## ").strip()
+        named = JUDGES.search(rest)
         if named:
             judges = frozenset(named.group(1).split())
-        else:
+        else:  # guessed once, then written down
             own = bench.split("@", 1)[0]
             judges = frozenset(k for k, t in targets.items() if t.bench == own) - listed
-        kept[bench] = Section(block.rstrip("\n"), judges)
+            rest = f"<!-- judges: {' '.join(sorted(judges))} -->\n{rest}"
+        kept[bench] = Section(f"{heading}\n{rest}", judges)
     return kept
 
 
@@ -153,8 +158,18 @@ def read(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="docs/results.md from out/results/*.json")
+    parser.add_argument(
+        "--drop", action="append", default=[], metavar="BENCH", help="remove this bench's section"
+    )
+    options = parser.parse_args(argv)
     kept = kept_sections(PAGE.read_text(), load()) if PAGE.exists() else {}
+    unknown = [bench for bench in options.drop if bench not in kept]
+    if unknown:
+        parser.error(f"--drop: no kept section {', '.join(unknown)}; kept: {', '.join(kept)}")
+    for bench in options.drop:
+        del kept[bench]
     PAGE.write_text(render(read(RESULTS), kept))
     sys.stdout.write(
         f"wrote {PAGE.relative_to(ROOT)} from {len(list(RESULTS.glob('*.json')))} results\n"

@@ -5,6 +5,7 @@ result judges; bench/results.py writes what it reads."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,29 @@ def test_a_section_written_before_sections_named_their_targets_judges_those_not_
     own = {key for key, t in targets.items() if t.bench == "quota"}
     assert len(own) > 1 and "quota.admitted-p99" in own
     assert kept["quota"].judges == own - {"quota.admitted-p99"}
-    assert (
-        kept["quota"].text.startswith("## quota\n") and "Targets without" not in kept["quota"].text
-    )
+    text = kept["quota"].text
+    assert text.startswith("## quota\n<!-- judges: ") and "Targets without" not in text
+    # the guess is written down: a target added later is not taken as judged there
+    added = {**targets, "quota.later": replace(targets["quota.admitted-p99"], name="later")}
+    again = results_page.kept_sections(results_page.render([], kept), added)
+    assert again["quota"].judges == kept["quota"].judges
+
+
+def test_drop_removes_a_kept_section_and_refuses_an_unknown_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "elsewhere")
+    record("dispatch", [measured(target("dispatch", "p99"), 40.0, name="dispatch p99")])
+    record("extender", [measured(target("extender", "churn-p99"), 1.5, name="churn p99")])
+    page = tmp_path / "results.md"
+    page.write_text(results_page.render(results_page.read(tmp_path / "elsewhere")))
+    monkeypatch.setattr(results_page, "PAGE", page)
+    monkeypatch.setattr(results_page, "ROOT", tmp_path)
+    monkeypatch.setattr(results_page, "RESULTS", tmp_path / "here")
+    assert results_page.main(["--drop", "dispatch"]) == 0
+    text = page.read_text()
+    assert "## dispatch" not in text and "## extender" in text
+    assert "| `dispatch.p99` |" in text.split("## Targets without a kept result", 1)[1]
+    with pytest.raises(SystemExit):
+        results_page.main(["--drop", "dispatch"])
+    assert "--drop: no kept section dispatch; kept: extender" in capsys.readouterr().err
