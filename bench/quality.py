@@ -30,10 +30,10 @@ CPU use × 1.5–2, 20–40 s after they start): load that appears after binding
 sees coming and only moving pods can correct. The rest of the trace stays as it was.
 
 ``--drift`` plays the rebalancer's trace (:data:`bench.quality_traces.DRIFT`): steady arrivals
-for 150 s of pods that last the round, like services, 40 % of all pods growing (× 1.5–2.5), one burst, and 150 s more
-once arrivals stop. Its nodes stay overloaded unless a pod moves. A drift run judges only the
-rebalancer's targets (the placement and peer targets are the burst trace's) and is recorded
-apart (``quality-drift``).
+for 150 s of pods that last the round, like services, 40 % of all pods growing (× 1.5–2.5),
+one burst, and 150 s more once arrivals stop. Its nodes stay overloaded unless a pod moves. A
+drift run judges only the rebalancer's targets (the placement and peer targets are the burst
+trace's) and is recorded apart (``quality-drift``).
 
 Each round's table is followed by what the extender's filter did for want of room, per strategy
 it served (answers that placed a pod no node had room for; node refusals for want of room), and
@@ -42,10 +42,10 @@ kube-scheduler's own mean times, per strategy (algorithm, attempt, queued to bou
 shows behind it (the nodes that carried the overload, or the pods slower than the latency
 bound, each round). ``--from`` prints a saved run's report again without running anything, for
 the trace the run names (a flag that says otherwise is refused; a run saved before runs named
-their trace is read as ``--seed``, ``--quick``/``--drift`` and ``--growth`` say). Given several
-saved runs of one trace (runs of different traces or growth are refused), it pools their rounds
-and judges the targets on each strategy's median over all of them, a verdict less at the mercy
-of one run's spread.
+their trace is read as ``--seed``, ``--quick``/``--drift``, ``--growth`` and ``--drain`` say).
+Given several saved runs of one trace (runs of different traces, growth or drain are refused),
+it pools their rounds and judges the targets on each strategy's median over all of them, a
+verdict less at the mercy of one run's spread.
 """
 
 from __future__ import annotations
@@ -206,7 +206,8 @@ def main() -> int:
         action="append",
         help="print the report of a run saved in this quality.json again, running nothing "
         "(of the trace it names; a run saved before runs named their trace is read as "
-        "--seed, --quick or --drift and --growth say); repeated, the runs' rounds are pooled",
+        "--seed, --quick or --drift, --growth and --drain say); repeated, the runs' rounds "
+        "are pooled",
     )
     options = parser.parse_args()
     started = time.monotonic()
@@ -215,7 +216,7 @@ def main() -> int:
     if options.saved:
         try:
             rounds, seeds, played = pooled(
-                options.saved, Asked(asked, options.seed, options.growth)
+                options.saved, Asked(asked, options.seed, options.growth, options.drain)
             )
         except SavedRunError as e:
             parser.error(str(e))

@@ -44,6 +44,7 @@ class Asked:
     trace: str | None
     seed: int | None
     growth: float | None
+    drain: float | None = None
 
 
 def save_run(path: Path, rounds: Sequence[Sequence[Outcome]], played: Played) -> None:
@@ -71,7 +72,8 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
     """The rounds of every saved run, the seed each round played, and the one trace they all
     played. A run that names its trace is read as that trace: a flag that says otherwise is
     refused, naming it. A run that does not is read as the flags say (defaults: the burst
-    trace, :data:`~bench.quality_traces.SEED`). Runs of different traces or growth are not pooled."""
+    trace, :data:`~bench.quality_traces.SEED`). Runs of different traces, growth or drain are
+    not pooled."""
     rounds: list[list[Outcome]] = []
     seeds: list[int] = []
     plays: list[tuple[Path, Played]] = []
@@ -84,7 +86,7 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
         plays.append((path, played))
         rounds += run
         seeds += [played.seed + r for r in range(len(run))]
-    kinds = {(p.trace, p.growth) for _, p in plays}
+    kinds = {(p.trace, p.growth, p.drain) for _, p in plays}
     if len(kinds) > 1:
         described = "; ".join(f"{path}: {_described(p)}" for path, p in plays)
         raise SavedRunError(
@@ -95,24 +97,27 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
 
 def _check(path: Path, played: Played, asked: Asked) -> None:
     if asked.trace is not None and asked.trace != played.trace:
-        flag = "no trace flag" if asked.trace == "full" else f"--{asked.trace}"
-        raise SavedRunError(f"--from: {path} played the {played.trace} trace, not {flag}")
+        raise SavedRunError(f"--from: {path} played the {played.trace} trace, not --{asked.trace}")
     if asked.seed is not None and asked.seed != played.seed:
         raise SavedRunError(f"--from: {path} played seed {played.seed}, not --seed {asked.seed}")
     if asked.growth is not None and asked.growth != played.growth:
         raise SavedRunError(
             f"--from: {path} played growth {played.growth:g}, not --growth {asked.growth:g}"
         )
+    if asked.drain is not None and asked.drain != played.drain:
+        raise SavedRunError(
+            f"--from: {path} played drain {played.drain:g}, not --drain {asked.drain:g}"
+        )
 
 
 def _as_asked(asked: Asked) -> Played:
     trace = asked.trace or "full"
-    shape, drain, _ = trace_settings(trace, growth=asked.growth, drain=None)
+    shape, drain, _ = trace_settings(trace, growth=asked.growth, drain=asked.drain)
     return Played(trace, SEED if asked.seed is None else asked.seed, shape.growth_share, drain)
 
 
 def _described(played: Played) -> str:
-    return f"the {played.trace} trace, growth {played.growth:g}"
+    return f"the {played.trace} trace, growth {played.growth:g}, drain {played.drain:g}"
 
 
 def _rounds(body: Any) -> list[list[Outcome]]:

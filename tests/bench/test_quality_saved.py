@@ -69,6 +69,7 @@ def test_a_run_naming_its_trace_is_reported_as_that_trace_without_flags(
         (["--quick"], "played the drift trace, not --quick"),
         (["--seed", "7"], "played seed 11, not --seed 7"),
         (["--growth", "0.3"], "played growth 0.4, not --growth 0.3"),
+        (["--drain", "60"], "played drain 150, not --drain 60"),
     ],
 )
 def test_a_flag_that_contradicts_the_saved_trace_is_refused_naming_it(
@@ -87,7 +88,7 @@ def test_a_flag_that_contradicts_the_saved_trace_is_refused_naming_it(
 
 def test_flags_that_agree_with_the_saved_trace_are_accepted(tmp_path: Path) -> None:
     path = saved(tmp_path, "run.json", DRIFT)
-    _, seeds, played = pooled([path], Asked("drift", 11, 0.4))
+    _, seeds, played = pooled([path], Asked("drift", 11, 0.4, 150.0))
     assert (seeds, played) == ([11], DRIFT)
 
 
@@ -101,8 +102,11 @@ def test_runs_of_different_traces_are_not_pooled(tmp_path: Path) -> None:
     drift, full = saved(tmp_path, "a.json", DRIFT), saved(tmp_path, "b.json", FULL)
     with pytest.raises(SavedRunError) as refused:
         pooled([drift, full], Asked(None, None, None))
-    assert "the drift trace, growth 0.4" in str(refused.value)
-    assert "the full trace, growth 0" in str(refused.value)
+    assert "the drift trace, growth 0.4, drain 150" in str(refused.value)
+    assert "the full trace, growth 0, drain 25" in str(refused.value)
+    longer = saved(tmp_path, "c.json", Played("drift", 11, 0.4, 300.0))
+    with pytest.raises(SavedRunError, match="drain 300"):
+        pooled([drift, longer], Asked(None, None, None))
 
 
 def test_runs_of_one_trace_pool_with_each_runs_own_seeds(tmp_path: Path) -> None:
@@ -118,8 +122,8 @@ def test_a_run_saved_before_runs_named_their_trace_is_read_as_the_flags_say(
     path = saved(tmp_path, "old.json", None, rounds=2)
     _, seeds, played = pooled([path], Asked("drift", 3, None))
     assert (seeds, played) == ([3, 4], Played("drift", 3, 0.4, 150.0))
-    _, seeds, played = pooled([path], Asked(None, None, 0.3))
-    assert (seeds, played) == ([7, 8], Played("full", 7, 0.3, 25.0))
+    _, seeds, played = pooled([path], Asked(None, None, 0.3, 40.0))
+    assert (seeds, played) == ([7, 8], Played("full", 7, 0.3, 40.0))
 
 
 @pytest.mark.parametrize(
