@@ -49,6 +49,7 @@ from extender.scheduling.metrics import ExtenderMetrics
 from sandbox.specs import NodeSpec
 from sandbox.workload import GI as GiB
 from sandbox.workload import Arrival, Load, Profile, Recording, Trace, TraceShape, make_trace
+from shared.durations import parse_duration
 from shared.overload_streaks import thresholds_of
 from shared.policy import parse_policy
 
@@ -69,9 +70,11 @@ def test_every_synced_metric_is_a_rule_over_the_benchs_window() -> None:
     is taken over :data:`WINDOW`, the window the rebalancer's figures assume."""
     groups = yaml.safe_load(RULES.read_text())["groups"]
     recorded = {rule["record"]: rule["expr"] for group in groups for rule in group["rules"]}
-    for entry in SYNC:
-        assert f"[{WINDOW}])" in recorded[entry["name"]], entry["name"]
-        assert entry.get("window", WINDOW) == WINDOW
+    synced = parse_policy({"spec": {"syncPolicy": SYNC}}).spec.sync_policy
+    assert len(synced) == len(SYNC)
+    for entry in synced:
+        assert f"[{WINDOW}])" in recorded[entry.name], entry.name
+        assert entry.coverage == parse_duration(WINDOW), entry.name  # what estimation uses
 
 
 def test_a_policy_this_loadsched_refuses_is_reported_not_run() -> None:
