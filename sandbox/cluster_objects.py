@@ -121,8 +121,8 @@ class ClusterObjects(Kubeconfigs):
             try:
                 self.core.create_namespaced_pod("default", probe, dry_run="All")
             except k8s.ApiException as e:
-                if e.status == 403 and "PriorityClass" in str(e.body):
-                    return False  # not in admission's informer yet
+                if e.status == 403 and "no PriorityClass with name" in str(e.body):
+                    raise  # not in admission's informer yet: wait_for tries again, keeps it
                 refused.append(e)
             return True
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from sandbox import processes
 from sandbox.cluster_objects import ClusterObjects
 
 NOT_YET = json.dumps(
@@ -58,7 +59,22 @@ def created(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(k8s, "SchedulingV1Api", Scheduling)
     monkeypatch.setattr(ClusterObjects, "api", property(lambda self: None))
+    monkeypatch.setattr(processes, "time", Ticking())  # wait_for on a clock of its own
     return bodies
+
+
+class Ticking:
+    """A clock a second later at each reading; sleeping takes no time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 1
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        pass
 
 
 def test_the_wait_lasts_until_admission_knows_the_class(created: list[Any]) -> None:
@@ -68,6 +84,12 @@ def test_the_wait_lasts_until_admission_knows_the_class(created: list[Any]) -> N
     assert core.probes[0].spec.priority_class_name == "high"
     assert (created[0].metadata.name, created[0].value) == ("high", 1000)
     assert created[0].preemption_policy == "Never"
+
+
+def test_a_class_admission_never_sees_times_out_naming_the_refusal() -> None:
+    core = Core([refusal(403, NOT_YET)] * 100)
+    with pytest.raises(TimeoutError, match="no PriorityClass with name high was found"):
+        Objects(core).create_priority_class("high", 1000)
 
 
 def test_another_refusal_ends_the_wait_at_once() -> None:
