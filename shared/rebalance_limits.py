@@ -1,7 +1,7 @@
 """The rebalancer's limits within a round, pure: of a node's planned moves, those that
 ``perNode``, ``perNamespace``, ``perRound`` and one pod per workload allow
 (:func:`within_limits`), and what the round may still evict (:class:`RoundAllowance`). The
-rate over time (``perMinute``) is the controller's token bucket."""
+rate over time (``perMinute``) is :class:`annotator.rebalance.moving.Mover`'s token bucket."""
 
 from __future__ import annotations
 

@@ -104,13 +104,13 @@ class Rebalancer:
         self._bound_pods = bound_pods
         self._usage = usage
         self._metrics = metrics
-        self.dry_run = dry_run or self._settings.dry_run
+        self._dry_run = dry_run or self._settings.dry_run
         self._clock = clock
         self._sleep = sleep
         self._retry = retry
         self.moved: dict[str, datetime] = {}
         """Workload → until when none of its pods is moved again."""
-        self.status = RebalanceStatus(dry_run=self.dry_run)
+        self.status = RebalanceStatus(dry_run=self._dry_run)
         self._publisher = StatusPublisher(
             kube=kube, namespace=status_namespace, name=status_name, retry=retry
         )
@@ -125,10 +125,16 @@ class Rebalancer:
             recorder=recorder,
             metrics=metrics,
             status=self.status,
-            dry_run=self.dry_run,
+            dry_run=self._dry_run,
             monotonic=monotonic,
             retry=retry,
         )
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether it only shows its plans (the policy's ``dryRun`` or ``--dry-run``): fixed
+        when it starts, as the evictions it makes follow it."""
+        return self._dry_run
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -158,7 +164,7 @@ class Rebalancer:
         observations = self._observe(facts, now)
         states = self._count(observations)
         self._keep_cooldowns(facts, now)
-        if not self.dry_run:
+        if not self._dry_run:
             await self._marks.clear(facts, observations, now)
         acting = furthest_over_first(observations.values())
         self.status.round_at = stamp(now)

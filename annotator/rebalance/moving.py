@@ -201,7 +201,8 @@ class Mover:
     ) -> None:
         """Rewrite the node's marks as ``marked`` with this round's marks of evictions that did
         not happen undone: a workload not ``moved`` keeps the mark it had before, if that one
-        has not expired, and loses it otherwise. A mark for an eviction that did not happen
+        has not expired (a workload with such a mark is in cooldown, so only a mark that came
+        during the round), and loses it otherwise. A mark for an eviction that did not happen
         would refuse that workload there for nothing."""
         kept = {}
         for workload, until in marked.items():
