@@ -3,7 +3,7 @@ kube-controller-manager (all its controllers) and kube-schedulers built from the
 kwok as the kubelet of every node (``sandbox/kwok.py``): nodes register, turn Ready and renew
 their Leases; bound pods run, exit, and are deleted gracefully. Containers are simulated.
 
-    with Sandbox() as sandbox:
+    with Sandbox() as sandbox:  # NodeSpec: sandbox.specs
         sandbox.create_nodes([NodeSpec("node-1", "127.0.0.2")])
         sandbox.start_scheduler("plain")
 """
