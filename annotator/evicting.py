@@ -115,3 +115,8 @@ class TokenBucket:
         taken = min(n, int(self._tokens))
         self._tokens -= taken
         return taken
+
+    def give_back(self, n: int) -> None:
+        """Return ``n`` tokens taken for evictions that did not happen (up to the cap)."""
+        self._refill()
+        self._tokens = min(max(self.per_minute, 1.0), self._tokens + n)

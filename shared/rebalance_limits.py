@@ -21,10 +21,18 @@ class RoundAllowance:
 
     def spend(self, moves: Sequence[Move]) -> None:
         """Counts ``moves`` as made."""
-        self.round -= len(moves)
+        self._count(moves, 1)
+
+    def give_back(self, moves: Sequence[Move]) -> None:
+        """Counts ``moves``, spent before, as not made after all (their evictions did not
+        happen)."""
+        self._count(moves, -1)
+
+    def _count(self, moves: Sequence[Move], sign: int) -> None:
+        self.round -= sign * len(moves)
         for move in moves:
             namespace = move.pod.facts.namespace
-            self.per_namespace[namespace] = self.per_namespace.get(namespace, 0) + 1
+            self.per_namespace[namespace] = self.per_namespace.get(namespace, 0) + sign
 
 
 def within_limits(

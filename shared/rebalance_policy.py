@@ -56,9 +56,10 @@ class RebalanceLimits(Strict):
     per_namespace: int = Field(default=2, ge=1, le=1000, alias="perNamespace")
     """Evictions in one namespace per round."""
     per_round: int = Field(default=5, ge=1, le=1000, alias="perRound")
-    """Evictions per round, over the cluster."""
+    """Evictions per round, over the cluster (made: one blocked or failed is not counted)."""
     per_minute: float = Field(default=10, gt=0, le=6000, allow_inf_nan=False, alias="perMinute")
-    """Evictions a minute, over the cluster (a token bucket)."""
+    """Evictions a minute, over the cluster (a token bucket; one blocked or failed gives its
+    token back)."""
 
 
 class PodUsageQueries(Strict):

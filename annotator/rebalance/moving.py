@@ -68,10 +68,27 @@ class Mover:
         now: datetime,
     ) -> None:
         """Move ``plan``'s pods that the limits allow; ``moved`` (workload → until when none
-        of its pods is moved again) gains each workload evicted."""
-        allowed = self._allowed(plan, allowance)
-        if not allowed:
+        of its pods is moved again) gains each workload evicted. The limits count evictions
+        made: the share of one a budget blocked, that failed or was not tried goes back."""
+        spent = self._allowed(plan, allowance)
+        if not spent:
             return
+        evicted = await self._evict(plan, observation, spent, moved, now)
+        unmade = [move for move in spent if move not in evicted]
+        if unmade and not self._dry_run:
+            allowance.give_back(unmade)
+            self._bucket.give_back(len(unmade))
+
+    async def _evict(
+        self,
+        plan: NodePlan,
+        observation: Observation,
+        allowed: list[Move],
+        moved: dict[str, datetime],
+        now: datetime,
+    ) -> list[Move]:
+        """Mark the node (unless dry-run), evict ``allowed``, withdraw the marks of evictions
+        that did not happen; the moves evicted."""
         until = (now + self._settings.cooldown).replace(microsecond=0)  # as the mark spells it
         marked: dict[str, datetime] | None = None
         previous = self._marks.on(plan.node)
@@ -80,7 +97,7 @@ class Mover:
                 plan.node, {m.pod.facts.workload or "": until for m in allowed}, now
             )
             if marked is None:
-                return  # without the mark a replacement could come straight back: move nothing
+                return []  # without the mark a replacement could come straight back
             if not await self._marks.shown(plan.node, marked):
                 logger.warning(
                     "node/%s: the node watch did not show the rebalance mark within %gs; "
@@ -90,14 +107,12 @@ class Mover:
                 )
                 allowed = []  # withdrawn below, as for evictions that did not happen
         streak = observation.acting.streak if observation.acting else 0
-        evicted = False
-        for move in allowed:
-            if await self._move(plan, move, streak, moved, until, now):
-                evicted = True
+        evicted = [m for m in allowed if await self._move(plan, m, streak, moved, until, now)]
         if evicted:
             self._tracker.hold(plan.node, now)
         if marked is not None:
             await self._withdraw(plan.node, marked, previous, moved, now)
+        return evicted
 
     def _allowed(self, plan: NodePlan, allowance: RoundAllowance) -> list[Move]:
         """The moves the round's limits and the rate limit allow, spent from ``allowance``."""

@@ -372,6 +372,24 @@ async def test_a_blocked_eviction_leaves_no_fresh_mark_over_an_expired_one() -> 
     assert REBALANCED_FROM_ANNOTATION not in nodes.extra["hot"]
 
 
+async def test_an_eviction_a_budget_blocked_gives_its_share_of_the_limits_back() -> None:
+    """Half a token a minute: an eviction tried uses the one token saved; blocked by its budget,
+    it gives it back, so the next round (half a token later) may try again."""
+    clock = Clock()
+    nodes = Nodes(clock)
+    metrics = AnnotatorMetrics()
+    api = FakeAPI([pod("big", "2")], eviction_status=429)
+    limits = {"perMinute": 0.5}
+    controller = rebalancer(api, clock, nodes, {("web", "big"): 1.5}, metrics, limits=limits)
+    await rounds(controller, nodes, clock, 3)
+    assert metrics.rebalance_evictions.labels("blocked", CPU)._value.get() == 2
+    assert metrics.rebalance_evictions.labels("throttled", CPU)._value.get() == 0
+    # evicted, it keeps it spent: the node is held, and the rate limit holds the next one
+    api.eviction_status = 201
+    await rounds(controller, nodes, clock, 1)
+    assert metrics.rebalance_evictions.labels("evicted", CPU)._value.get() == 1
+
+
 async def test_dry_run_shows_the_plan_and_evicts_nothing() -> None:
     clock = Clock()
     nodes = Nodes(clock)
@@ -490,6 +508,8 @@ def test_the_rate_limit_lets_through_what_it_has_and_one_under_one_a_minute() ->
     assert slow.take(1) and not slow.take(1)
     clock.advance(120)
     assert slow.take(1)
+    slow.give_back(5)  # never more than it saves up
+    assert slow.take(1) and not slow.take(1)
 
 
 async def test_nothing_is_evicted_until_the_node_watch_shows_the_mark() -> None:

@@ -51,3 +51,13 @@ def test_moves_made_are_spent_from_the_round() -> None:
     allowance = RoundAllowance(5, {"web": 1})
     allowance.spend([move("a"), move("b", "x")])
     assert (allowance.round, allowance.per_namespace) == (3, {"web": 2, "x": 1})
+
+
+def test_moves_not_made_after_all_are_given_back() -> None:
+    allowance = RoundAllowance(5, {"web": 1})
+    spent = [move("a"), move("b", "x")]
+    allowance.spend(spent)
+    allowance.give_back(spent[1:])
+    assert (allowance.round, allowance.per_namespace) == (4, {"web": 2, "x": 0})
+    chosen, _ = within_limits([move("c", "x")], LIMITS, allowance)
+    assert [m.pod.facts.name for m in chosen] == ["c"]
