@@ -104,7 +104,7 @@ def kept_sections(page: str, targets: dict[str, Target]) -> dict[str, Section]:
     for block in blocks:
         if block.startswith(WAITING):
             continue
-        heading, rest = block.rstrip("\n").split("\n", 1)
+        heading, _, rest = block.rstrip("\n").partition("\n")
         bench = heading.removeprefix("## ").strip()
         named = JUDGES.search(rest)
         if named:
