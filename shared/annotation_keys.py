@@ -35,6 +35,10 @@ promise with its pod's priority as a third element)."""
 REBALANCED_FROM_ANNOTATION = "loadsched.io/rebalanced-from"
 """On a Node the rebalancer moved pods off: ``{"<namespace>/<Kind>/<name>": "<until>"}``, the
 workloads whose replacements filter refuses there until then."""
+REBALANCED_USAGE_ANNOTATION = "loadsched.io/rebalanced-usage"
+"""On a Node the rebalancer moved pods off, beside its marks: ``{"<namespace>/<Kind>/<name>":
+{"cpu": <cores>, "memory": <bytes>}}``, what the moved pod used; while the workload's mark
+holds, filter asks its replacement for room for at least that much on every node."""
 EVICT_ANNOTATION = "loadsched.io/evict"
 """On a Pod: ``"false"`` keeps the rebalancer from moving it; ``"true"`` lets it move a pod
 with local storage, or with what its target check does not judge (required pod affinity,
@@ -128,6 +132,16 @@ KEYS: tuple[KeyUse, ...] = (
         "the workloads whose pods the rebalancer moved off the node, each until when its "
         'replacement is refused there: `{"<namespace>/<Kind>/<name>": "<timestamp>"}`; '
         "cleared once the node is under every low threshold",
+    ),
+    KeyUse(
+        REBALANCED_USAGE_ANNOTATION,
+        "annotation",
+        "Node",
+        "annotator (rebalancer, `spec.rebalance`), with `loadsched.io/rebalanced-from`",
+        "extender (filter, explain)",
+        "what each moved workload's pod used when it was moved off the node: "
+        '`{"<namespace>/<Kind>/<name>": {"cpu": <cores>, "memory": <bytes>}}`; while the '
+        "workload's mark holds, its replacement needs room for at least that much on any node",
     ),
     KeyUse(
         EVICT_ANNOTATION,

@@ -33,6 +33,9 @@ to say, the mark a move leaves :mod:`shared.rebalance_marks`'s.
 - **No loops**: the node a workload's pod left carries ``loadsched.io/rebalanced-from``
   (:mod:`shared.rebalance_marks`): the extender refuses that workload's pods there until the
   mark's time (``cooldown``), which the rebalancer ends early once the node is under ``low``.
+  Beside it, ``loadsched.io/rebalanced-usage`` carries the pod's usage: while the mark holds,
+  the replacement is placed only where that usage fits, so it does not land where its target
+  check would not have sent it and overload another node.
 
 Time is passed in; nothing here does I/O.
 """
@@ -51,7 +54,7 @@ from shared.node_fit import FitNode, Holding, PodNeeds, unfit_reason
 from shared.overload_streaks import Observation, Threshold
 from shared.policy_fields import Resource
 from shared.quantity import ResourceList
-from shared.rebalance_marks import refused_here
+from shared.rebalance_marks import at_least, refused_here
 
 # -- which first --------------------------------------------------------------------------------
 
@@ -72,8 +75,9 @@ class Candidate:
     need: Need
     """Cores and bytes it takes on a target: measured where known, else estimated."""
     estimate: Need | None = None
-    """What the extender's filter takes it to use (estimation), when it differs from
-    :attr:`need`: a target must have room for it, as the filter will ask of the replacement."""
+    """What the extender's estimation takes it to use, when it differs from :attr:`need`: the
+    filter asks the replacement for room for this raised to :attr:`need` (the usage the node's
+    ``loadsched.io/rebalanced-usage`` carries), and so does a target here."""
 
     @property
     def key(self) -> str:
@@ -205,7 +209,8 @@ def target_reason(
     if refused_here(pod.facts.workload, target.marks, now):
         return "moved-off-lately"
     total = Need(added.cpu + pod.need.cpu, added.memory + pod.need.memory)
-    asked = pod.estimate or pod.need
+    # the filter asks the replacement for its estimate raised to the usage the mark carries
+    asked = at_least(pod.estimate, pod.need) if pod.estimate is not None else pod.need
     if (
         refusal_for(
             target.verdict, Need(added.cpu + asked.cpu, added.memory + asked.memory), target.name

@@ -1,7 +1,7 @@
-"""The rebalancer's marks on nodes (``loadsched.io/rebalanced-from``,
-:mod:`shared.rebalance_marks`), written through the API server: added before an eviction and
-awaited in the node watch (:class:`NodeMarks`), cleared once expired or once the node is under
-every ``low``."""
+"""The rebalancer's marks on nodes (``loadsched.io/rebalanced-from``, with what each moved pod
+used in ``loadsched.io/rebalanced-usage``; :mod:`shared.rebalance_marks`), written through the
+API server in one patch: added before an eviction and awaited in the node watch
+(:class:`NodeMarks`), cleared once expired or once the node is under every ``low``."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from datetime import datetime
 
 import httpx
 
-from annotator.rebalance.nodes import NodeFacts, marks_of
-from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
+from annotator.rebalance.nodes import NodeFacts, marks_of, usages_of
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION, REBALANCED_USAGE_ANNOTATION
 from shared.errors import APINotFoundError, LoadschedError
+from shared.estimation import Need
 from shared.kube import patching
 from shared.kube.paths import NODES
 from shared.kube.requesting import DEFAULT_RETRY
 from shared.kube.retrying import RetryPolicy
 from shared.overload_streaks import Observation
-from shared.rebalance_marks import decode_departures, encode_departures
+from shared.rebalance_marks import encode_departures, encode_usages
 
 logger = logging.getLogger(__name__)
 
@@ -52,17 +53,24 @@ class NodeMarks:
         """The node's marks as the node watch shows them now."""
         return marks_of(self._node_facts().get(node))
 
+    def usages_on(self, node: str) -> dict[str, Need]:
+        """What the node watch shows each marked workload's moved pod used."""
+        return usages_of(self._node_facts().get(node))
+
     async def add(
-        self, node: str, add: Mapping[str, datetime], now: datetime
-    ) -> dict[str, datetime] | None:
-        """Write ``add`` into the node's marks (those expired dropped); the marks written, or
-        ``None`` when the write failed."""
+        self, node: str, add: Mapping[str, datetime], now: datetime, usages: Mapping[str, Need]
+    ) -> tuple[dict[str, datetime], dict[str, Need]] | None:
+        """Write ``add`` into the node's marks (those expired dropped), and ``usages`` (what
+        each workload's moved pod uses) beside them; the marks and usages written, or ``None``
+        when the write failed."""
         current = self.on(node)
         marks = {k: v for k, v in current.items() if v > now}
         marks.update(add)
-        if not await self.write(node, encode_departures(marks)):
+        carried = {k: v for k, v in self.usages_on(node).items() if k in marks}
+        carried.update({k: v for k, v in usages.items() if k in add})
+        if not await self.write(node, marks, carried):
             return None
-        return marks
+        return marks, carried
 
     async def shown(self, node: str, marked: Mapping[str, datetime]) -> bool:
         """Whether this replica's node watch shows ``marked`` within :data:`MARK_SEEN_SECONDS`:
@@ -77,9 +85,20 @@ class NodeMarks:
                 return False
             await self._sleep(0.05)
 
-    async def write(self, node: str, value: str | None) -> bool:
-        """Set the node's marks to ``value`` (``None`` removes them); whether it was written."""
-        body = {"metadata": {"annotations": {REBALANCED_FROM_ANNOTATION: value}}}
+    async def write(
+        self, node: str, marks: Mapping[str, datetime], usages: Mapping[str, Need]
+    ) -> bool:
+        """Set the node's marks and the usages of the marked workloads (none removes the
+        annotation); whether it was written."""
+        carried = {k: v for k, v in usages.items() if k in marks}
+        body = {
+            "metadata": {
+                "annotations": {
+                    REBALANCED_FROM_ANNOTATION: encode_departures(marks) if marks else None,
+                    REBALANCED_USAGE_ANNOTATION: encode_usages(carried) if carried else None,
+                }
+            }
+        }
         try:
             await patching.patch(
                 self._kube,
@@ -101,17 +120,24 @@ class NodeMarks:
     async def clear(
         self, facts: Mapping[str, NodeFacts], observations: Mapping[str, Observation], now: datetime
     ) -> None:
-        """Drop marks that expired; all of a node's once it is under every ``low``."""
+        """Drop marks that expired, with their usages; all of a node's once it is under every
+        ``low``; usages without a mark."""
         for name, node in facts.items():
             raw = node.annotations.get(REBALANCED_FROM_ANNOTATION)
-            if raw is None:
+            raw_usages = node.annotations.get(REBALANCED_USAGE_ANNOTATION)
+            if raw is None and raw_usages is None:
                 continue
-            marks = decode_departures(raw)
+            marks, usages = marks_of(node), usages_of(node)
             observation = observations.get(name)
             if observation is not None and observation.under_low:
                 kept: dict[str, datetime] = {}
             else:
                 kept = {k: v for k, v in marks.items() if v > now}
-            if kept == marks and raw == encode_departures(marks):
+            carried = {k: v for k, v in usages.items() if k in kept}
+            if (
+                kept == marks
+                and raw == (encode_departures(marks) if marks else None)
+                and raw_usages == (encode_usages(carried) if carried else None)
+            ):
                 continue
-            await self.write(name, encode_departures(kept) if kept else None)
+            await self.write(name, kept, carried)

@@ -20,12 +20,12 @@ from annotator.metrics import AnnotatorMetrics
 from annotator.rebalance.marking import MARK_SEEN_SECONDS, NodeMarks
 from annotator.rebalance.status import EvictionRecord, RebalanceStatus, stamp
 from annotator.recording import EventRecorder, ObjectRef
+from shared.estimation import Need
 from shared.kube.requesting import DEFAULT_RETRY
 from shared.kube.retrying import RetryPolicy
 from shared.overload_streaks import Observation, OverloadTracker
 from shared.rebalance import Move, NodePlan
 from shared.rebalance_limits import RoundAllowance, within_limits
-from shared.rebalance_marks import encode_departures
 from shared.rebalance_policy import RebalancePolicy
 
 logger = logging.getLogger(__name__)
@@ -90,15 +90,18 @@ class Mover:
         """Mark the node (unless dry-run), evict ``allowed``, withdraw the marks of evictions
         that did not happen; the moves evicted."""
         until = (now + self._settings.cooldown).replace(microsecond=0)  # as the mark spells it
-        marked: dict[str, datetime] | None = None
-        previous = self._marks.on(plan.node)
+        marked: tuple[dict[str, datetime], dict[str, Need]] | None = None
+        previous = self._marks.on(plan.node), self._marks.usages_on(plan.node)
         if not self._dry_run:
             marked = await self._marks.add(
-                plan.node, {m.pod.facts.workload or "": until for m in allowed}, now
+                plan.node,
+                {m.pod.facts.workload or "": until for m in allowed},
+                now,
+                {m.pod.facts.workload or "": m.pod.need for m in allowed},
             )
             if marked is None:
                 return []  # without the mark a replacement could come straight back
-            if not await self._marks.shown(plan.node, marked):
+            if not await self._marks.shown(plan.node, marked[0]):
                 logger.warning(
                     "node/%s: the node watch did not show the rebalance mark within %gs; "
                     "nothing moved this round",
@@ -209,24 +212,31 @@ class Mover:
     async def _withdraw(
         self,
         node: str,
-        marked: dict[str, datetime],
-        previous: dict[str, datetime],
+        marked: tuple[dict[str, datetime], dict[str, Need]],
+        previous: tuple[dict[str, datetime], dict[str, Need]],
         moved: dict[str, datetime],
         now: datetime,
     ) -> None:
         """Rewrite the node's marks as ``marked`` with this round's marks of evictions that did
-        not happen undone: a workload not ``moved`` keeps the mark it had before, if that one
-        has not expired (a workload with such a mark is in cooldown, so only a mark that came
-        during the round), and loses it otherwise. A mark for an eviction that did not happen
-        would refuse that workload there for nothing."""
-        kept = {}
-        for workload, until in marked.items():
+        not happen undone: a workload not ``moved`` keeps the mark (and usage) it had before,
+        if that mark has not expired (a workload with such a mark is in cooldown, so only a
+        mark that came during the round), and loses it otherwise. A mark for an eviction that
+        did not happen would refuse that workload there for nothing."""
+        marks, written_usages = marked
+        previous_marks, previous_usages = previous
+        kept: dict[str, datetime] = {}
+        usages = dict(written_usages)
+        for workload, until in marks.items():
             if workload in moved:
                 kept[workload] = until
-            elif previous.get(workload, now) > now:
-                kept[workload] = previous[workload]
-        if kept != marked:
-            await self._marks.write(node, encode_departures(kept) if kept else None)
+            elif previous_marks.get(workload, now) > now:
+                kept[workload] = previous_marks[workload]
+                if workload in previous_usages:
+                    usages[workload] = previous_usages[workload]
+                else:
+                    usages.pop(workload, None)
+        if kept != marks:
+            await self._marks.write(node, kept, usages)
 
 
 def move_message(plan: NodePlan, move: Move, streak: int) -> str:

@@ -1,5 +1,5 @@
 """The nodes as the rebalancer reads them from the node watch (:class:`NodeFacts`), the
-marks they carry (:func:`marks_of`), and the targets a replacement may go to
+marks they carry (:func:`marks_of`, :func:`usages_of`), and the targets a replacement may go to
 (:func:`targets_of`), judged with the extender's own verdicts. Pure: the nodes, their bound
 pods and the time are passed in."""
 
@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from annotator.rebalance.pods import BoundPod
-from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
-from shared.estimation import NodeSize
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION, REBALANCED_USAGE_ANNOTATION
+from shared.estimation import Need, NodeSize
 from shared.load_model import NodeLoad, evaluate
 from shared.node_fit import FitNode
 from shared.overload_streaks import Observation
 from shared.rebalance import TargetNode
-from shared.rebalance_marks import decode_departures
+from shared.rebalance_marks import decode_departures, decode_usages
 from shared.rules import LoadRules
 
 
@@ -32,6 +32,11 @@ class NodeFacts:
 def marks_of(node: NodeFacts | None) -> dict[str, datetime]:
     """The node's ``loadsched.io/rebalanced-from`` marks; none for no node."""
     return decode_departures(node.annotations.get(REBALANCED_FROM_ANNOTATION) if node else None)
+
+
+def usages_of(node: NodeFacts | None) -> dict[str, Need]:
+    """The node's ``loadsched.io/rebalanced-usage``: what each moved workload's pod used."""
+    return decode_usages(node.annotations.get(REBALANCED_USAGE_ANNOTATION) if node else None)
 
 
 def targets_of(

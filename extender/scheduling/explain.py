@@ -29,7 +29,7 @@ from shared.pods import Pod
 from shared.quantity import ResourceList, format_quantity
 from shared.quota import ZERO, QuotaRule, QuotaState
 from shared.rules import LoadRules
-from shared.strategies import PodDemand, demand_of, pod_need, pod_score
+from shared.strategies import PodDemand, demand_of, pod_score
 
 QUOTA_REFUSED = "elasticquota"
 """``rejected_by`` of a node refused because the pod's namespace is over its quota."""
@@ -156,7 +156,7 @@ class Explainer:
         demand = demand_of(pod, rules) if rules.strategy_metrics else None
         quota = explain_quota(extender.quota, pod)
         check = not pod.is_daemonset_pod
-        need = pod_need(pod, rules) if check else None
+        need, departed = extender.placing(pod, now) if check else (None, {})
         names = sorted(view.verdicts) if nodes is None else list(dict.fromkeys(nodes))
         finals = scaled(
             [node_score(view.verdicts.get(n), demand, rules) for n in names],
@@ -169,7 +169,6 @@ class Explainer:
             for name in names
         ]
         without_room = _placed_without_room(refusals, rules)
-        departed = extender.departed(pod, now) if check else {}
         rows = []
         for name, final, refused in zip(names, finals, refusals, strict=True):
             verdict = view.verdicts.get(name)

@@ -18,9 +18,9 @@ from extender.scheduling.node_view import NodeView
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.wire import NODE_DECODER, Node
 from extender.scheduling.wording import PER_NODE, Wording
-from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION, REBALANCED_USAGE_ANNOTATION
 from shared.annotations import Sample
-from shared.estimation import NodeSize, Placement
+from shared.estimation import Need, NodeSize, Placement
 from shared.load_model import (
     LoadRules,
     NodeLoad,
@@ -30,7 +30,7 @@ from shared.load_model import (
 )
 from shared.node_fit import FitNode
 from shared.policy import NODE_LIMITS_KEY
-from shared.rebalance_marks import decode_departures
+from shared.rebalance_marks import decode_departures, decode_usages
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +181,9 @@ class NodeLoadCache:
         self.departures: dict[str, dict[str, datetime]] = {}
         """The rebalancer's marks (``loadsched.io/rebalanced-from``) of the nodes that carry
         one: workload → until when its pods are refused there."""
+        self.carried: dict[str, dict[str, Need]] = {}
+        """Beside the marks (``loadsched.io/rebalanced-usage``): workload → what its pod used
+        when it was moved off the node."""
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -205,19 +208,24 @@ class NodeLoadCache:
         }
         self.allocatable = {node.metadata.name: node.status.allocatable or {} for node in items}
         self.fit_nodes = {node.metadata.name: node.fit() for node in items}
-        self.departures = {}
+        self.departures, self.carried = {}, {}
         for node in items:
             self._note_departures(node)
         self._dirty = set(self._nodes) | set(old)
 
     def _note_departures(self, node: Node) -> None:
-        annotations = node.metadata.annotations
-        raw = annotations.get(REBALANCED_FROM_ANNOTATION) if annotations else None
-        marks = decode_departures(raw)
+        annotations = node.metadata.annotations or {}
+        name = node.metadata.name
+        marks = decode_departures(annotations.get(REBALANCED_FROM_ANNOTATION))
+        usages = decode_usages(annotations.get(REBALANCED_USAGE_ANNOTATION)) if marks else {}
         if marks:
-            self.departures[node.metadata.name] = marks
+            self.departures[name] = marks
         else:
-            self.departures.pop(node.metadata.name, None)
+            self.departures.pop(name, None)
+        if usages:
+            self.carried[name] = usages
+        else:
+            self.carried.pop(name, None)
 
     def apply(self, event: str, item: Node) -> None:
         name = item.metadata.name
@@ -226,6 +234,7 @@ class NodeLoadCache:
             self.allocatable.pop(name, None)
             self.fit_nodes.pop(name, None)
             self.departures.pop(name, None)
+            self.carried.pop(name, None)
         else:
             self.allocatable[name] = item.status.allocatable or {}
             self.fit_nodes[name] = item.fit()

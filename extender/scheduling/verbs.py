@@ -59,7 +59,13 @@ from shared.load_model import (
     Need,
     Verdict,
 )
-from shared.rebalance_marks import departure_message, refused_here, workload_key
+from shared.rebalance_marks import (
+    at_least,
+    carried_need,
+    departure_message,
+    refused_here,
+    workload_key,
+)
 from shared.strategies import PodDemand, demand_of, pod_need
 
 logger = logging.getLogger(__name__)
@@ -181,9 +187,8 @@ class LoadAwareExtender:
                 return self._refuse_all(args, decision.message, decision.preemption_may_help)
         now = self._clock()
         check = not pod.is_daemonset_pod
-        need = pod_need(pod, self._rules) if check else None
+        need, departed = self.placing(pod, now) if check else (None, {})
         answer: FilterResult | msgspec.Raw
-        departed = self.departed(pod, now) if check else {}
         if args.names_only:
             answer, tally, passes, passing = self._filter_names(
                 args.NodeNames, now, check=check, need=need
@@ -253,21 +258,30 @@ class LoadAwareExtender:
             )
         return answer
 
-    def departed(self, pod: PodInfo, now: datetime) -> dict[str, str]:
-        """The nodes the rebalancer moved a pod of this pod's workload off lately, each with
-        why it is refused there (``loadsched.io/rebalanced-from``, read by the node watch)."""
+    def placing(self, pod: PodInfo, now: datetime) -> tuple[Need | None, dict[str, str]]:
+        """What filter asks room for on a node for ``pod`` (estimation's need, ``None`` when
+        estimation is off), and the nodes the rebalancer moved a pod of its workload off
+        lately, each with why it is refused there (``loadsched.io/rebalanced-from``, read by
+        the node watch). While such a mark holds, the need is at least what the moved pod used
+        (``loadsched.io/rebalanced-usage``): its replacement is asked for room for the usage
+        that got it moved, not for its request × the factor."""
+        need = pod_need(pod, self._rules)
         cache = self._cache
         if cache is None or not cache.departures:
-            return {}
+            return need, {}
         owners = ((o.kind, o.name) for o in pod.metadata.ownerReferences or ())
         workload = workload_key(pod.metadata.namespace, owners)
         if workload is None:
-            return {}
-        return {
+            return need, {}
+        departed = {
             node: departure_message(node, workload, marks[workload])
             for node, marks in cache.departures.items()
             if refused_here(workload, marks, now)
         }
+        carried = carried_need(workload, cache.departures, cache.carried, now)
+        if need is not None and carried is not None:
+            need = at_least(need, carried)
+        return need, departed
 
     async def filter_recorded(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult | msgspec.Raw:
         """:meth:`filter`; then a pod an elastic quota admitted has its admission written

@@ -19,7 +19,7 @@ from annotator.rebalance.full_pod import FullPod
 from annotator.rebalance.nodes import NodeFacts
 from annotator.rebalance.pods import BoundPods
 from annotator.recording import EventRecorder
-from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION, REBALANCED_USAGE_ANNOTATION
 from shared.annotations import encode_metric
 from shared.errors import LoadschedError
 from shared.estimation import NodeSize
@@ -288,6 +288,11 @@ async def test_after_n_rounds_the_fewest_pods_move_mark_first() -> None:
     assert json.loads(mark["metadata"]["annotations"][REBALANCED_FROM_ANNOTATION]) == {
         "web/ReplicaSet/big-rs": "2026-11-22T12:16:00Z"  # the second round + 15m cooldown
     }
+    # in the same patch, what big used: its replacement is asked for room for that much
+    assert json.loads(mark["metadata"]["annotations"][REBALANCED_USAGE_ANNOTATION]) == {
+        # no memory sample: estimated as for a pod without a memory request (200Mi)
+        "web/ReplicaSet/big-rs": {"cpu": 1.5, "memory": 200 * 2**20}
+    }
     kinds = {(kind, reason) for kind, reason, _ in api.events()}
     assert kinds == {("Pod", "Rebalanced"), ("Node", "Rebalanced")}
     message = api.events()[0][2]
@@ -320,13 +325,16 @@ async def test_a_disruption_budget_blocks_and_is_counted() -> None:
     blocked = metrics.rebalance_evictions.labels("blocked", CPU)._value.get()
     assert blocked == 1
     assert ("Pod", "RebalanceBlocked") in {(k, r) for k, r, _ in api.events()}
-    # the mark written before the eviction is withdrawn: nothing moved
+    # the mark written before the eviction is withdrawn, with its usage: nothing moved
     marks = [
-        b["metadata"]["annotations"][REBALANCED_FROM_ANNOTATION]
+        (
+            b["metadata"]["annotations"][REBALANCED_FROM_ANNOTATION],
+            b["metadata"]["annotations"][REBALANCED_USAGE_ANNOTATION],
+        )
         for m, p, b in api.requests
         if p == "/api/v1/nodes/hot"
     ]
-    assert marks[0] is not None and marks[-1] is None
+    assert None not in marks[0] and marks[-1] == (None, None)
     # nothing was evicted: the node is not held, the next round asks again
     await rounds(controller, nodes, clock, 1)
     assert metrics.rebalance_evictions.labels("blocked", CPU)._value.get() == 2
@@ -475,14 +483,35 @@ async def test_marks_are_cleared_once_the_node_is_under_low() -> None:
     nodes.extra["quiet"] = {
         REBALANCED_FROM_ANNOTATION: '{"web/ReplicaSet/x":"2026-11-22T13:00:00Z"}'
     }
-    nodes.extra["hot"] = {REBALANCED_FROM_ANNOTATION: '{"web/ReplicaSet/y":"2026-11-22T13:00:00Z"}'}
+    y, z = '"web/ReplicaSet/y":{"cpu":2.5,"memory":0}', '"web/ReplicaSet/z":{"cpu":1,"memory":0}'
+    nodes.extra["hot"] = {
+        REBALANCED_FROM_ANNOTATION: '{"web/ReplicaSet/y":"2026-11-22T13:00:00Z"}',
+        REBALANCED_USAGE_ANNOTATION: "{" + y + "," + z + "}",  # z's mark is gone
+    }
     controller = rebalancer(api, clock, nodes, {})
     await rounds(controller, nodes, clock, 1)
     patches = [(p, b) for m, p, b in api.requests if m == "PATCH" and "/nodes/" in p]
-    # quiet (0.20) is under its low (0.52): its mark goes; hot (0.80) keeps its own
-    assert patches == [
-        ("/api/v1/nodes/quiet", {"metadata": {"annotations": {REBALANCED_FROM_ANNOTATION: None}}})
+    # quiet (0.20) is under its low (0.52): its mark goes; hot (0.80) keeps its own, and the
+    # usage of its own only
+    both = (REBALANCED_FROM_ANNOTATION, REBALANCED_USAGE_ANNOTATION)
+    assert sorted(patches) == [
+        (
+            "/api/v1/nodes/hot",
+            {
+                "metadata": {
+                    "annotations": {
+                        REBALANCED_FROM_ANNOTATION: '{"web/ReplicaSet/y":"2026-11-22T13:00:00Z"}',
+                        REBALANCED_USAGE_ANNOTATION: "{" + y + "}",
+                    }
+                }
+            },
+        ),
+        ("/api/v1/nodes/quiet", {"metadata": {"annotations": dict.fromkeys(both)}}),
     ]
+    # written as it should be: the next round writes nothing
+    before = len(api.requests)
+    await rounds(controller, nodes, clock, 1)
+    assert not [r for r in api.requests[before:] if r[0] == "PATCH" and "/nodes/" in r[1]]
 
 
 def test_bound_pods_follow_the_watch() -> None:

@@ -1,5 +1,6 @@
 """The rebalancer's pure decisions, each case worked by hand."""
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
@@ -15,8 +16,17 @@ from shared.movable_pods import PodFacts, skip_reason
 from shared.node_fit import FitNode, PodNeeds, required_affinity
 from shared.overload_streaks import Observation, OverloadTracker, thresholds_of
 from shared.policy import DEFAULT_POLICY_YAML, parse_policy
-from shared.rebalance import Candidate, TargetNode, fewest_covering, plan_node
-from shared.rebalance_marks import decode_departures, encode_departures, refused_here, workload_key
+from shared.rebalance import Candidate, TargetNode, fewest_covering, plan_node, target_reason
+from shared.rebalance_marks import (
+    at_least,
+    carried_need,
+    decode_departures,
+    decode_usages,
+    encode_departures,
+    encode_usages,
+    refused_here,
+    workload_key,
+)
 from shared.rules import LoadRules
 
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -442,3 +452,89 @@ def test_a_value_missing_during_a_hold_does_not_let_an_older_sample_count_after_
     after = T0 + timedelta(minutes=6)
     old = T0 + timedelta(minutes=5)
     assert tracker.observe("n1", annotations(0.8, 0.3, old), UTC, after).state == "waiting"
+
+
+def test_usages_round_trip_up_to_the_millicore_and_the_byte() -> None:
+    usages = {"web/ReplicaSet/b": Need(3.49, 2**30), "web/ReplicaSet/a": Need(0.0001, 10.2)}
+    raw = encode_usages(usages)
+    # 3.49 stays 3.49 (not 3.491 from float noise); a tenth of a millicore asks for a whole one
+    assert raw == (
+        '{"web/ReplicaSet/a":{"cpu":0.001,"memory":11},'
+        '"web/ReplicaSet/b":{"cpu":3.49,"memory":1073741824}}'
+    )
+    assert decode_usages(raw) == {
+        "web/ReplicaSet/a": Need(0.001, 11.0),
+        "web/ReplicaSet/b": Need(3.49, 2.0**30),
+    }
+    assert decode_usages('{"a": {"cpu": 2}}') == {"a": Need(2.0, 0.0)}  # missing: 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,
+        "",
+        "{",
+        "[1]",
+        '{"a": 5}',
+        '{"a": {"cpu": true}}',
+        '{"a": {"cpu": -1}}',
+        '{"a": {"cpu": "2"}}',
+        '{"a": {"cpu": 1e400}}',
+        '{"a": {"memory": 1' + "0" * 30 + "}}",
+        '{"a": {"memory": 1' + "0" * 400 + "}}",
+    ],
+)
+def test_a_malformed_usage_asks_for_nothing(raw: str | None) -> None:
+    assert decode_usages(raw) == {}
+
+
+def test_the_carried_need_is_the_most_any_live_mark_carries_per_resource() -> None:
+    w = "web/ReplicaSet/api"
+    live, gone = T0 + timedelta(minutes=5), T0
+    marks = {"n1": {w: live}, "n2": {w: live}, "n3": {w: gone}, "n4": {"web/Job/x": live}}
+    usages = {
+        "n1": {w: Need(3.0, 1.0)},
+        "n2": {w: Need(1.0, 5.0)},
+        "n3": {w: Need(9.0, 9.0)},  # its mark ended: asks for nothing
+        "n4": {w: Need(7.0, 7.0)},  # no mark of the workload there
+    }
+    assert carried_need(w, marks, usages, T0) == Need(3.0, 5.0)
+    assert carried_need("web/ReplicaSet/other", marks, usages, T0) is None
+    assert carried_need(None, marks, usages, T0) is None
+    assert at_least(Need(0.5, 8.0), Need(3.0, 5.0)) == Need(3.0, 8.0)
+
+
+def test_a_target_needs_room_for_the_usage_the_replacement_will_be_asked_for() -> None:
+    """Estimation on, the rebalancer's cpu ``high`` at 0.9 over the predicate's 0.65: a pod
+    requesting 0.25 cores that uses 1.5. The filter asks its replacement for 1.5 cores (the
+    usage its mark carries), not its estimate of 0.2125 (0.25 × 0.85): at 0.60 of 8 cores,
+    0.60 + 1.5 / 8 = 0.7875 is above the 0.65 limit, though under the 0.9 high."""
+    chosen = policy(
+        {"thresholds": [{"metric": CPU, "high": 0.9}]},
+        estimation={"enabled": True, "factors": {"cpu": 0.85, "memory": 0.7}},
+    )
+    rules = LoadRules.from_policy(chosen)
+    load = NodeLoad.from_annotations("calm", annotations(0.60, 0.30, T0), rules, SIZE)
+    node = TargetNode(
+        name="calm",
+        verdict=evaluate(load, rules, T0),
+        fit=FitNode("calm", {"cpu": "8", "memory": "32Gi", "pods": "110"}),
+        bound=(),
+        size=SIZE,
+        values={CPU: 0.60, MEM: 0.30},
+    )
+    hungry = Candidate(
+        facts=facts(name="hungry", uid="hungry", owners=(("ReplicaSet", "hungry"),)),
+        usage=1.5,
+        measured=True,
+        online=False,
+        created="2026-11-27T10:00:00Z",
+        needs=PodNeeds(requests={"cpu": Fraction(1, 4)}),
+        need=Need(1.5, 2**20),
+        estimate=Need(0.2125, 0.7 * 2**28),
+    )
+    thresholds = thresholds_of(chosen)
+    assert target_reason(hungry, node, thresholds, Need(0.0, 0.0), T0) == "no-headroom"
+    modest = replace(hungry, usage=0.2, need=Need(0.2, 2**20))
+    assert target_reason(modest, node, thresholds, Need(0.0, 0.0), T0) is None
