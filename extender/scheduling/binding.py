@@ -12,6 +12,10 @@ taken back and its error returned to kube-scheduler, which retries the pod.
 A burst's pods are bound at once: at most :data:`BINDS_AT_ONCE` bindings are written at a time,
 the others wait their turn.
 
+kube-scheduler still decides the next pods while a binding is on its way to the extender: each
+binding observes how many filter answers for other pods came between its pod's filter and
+itself (``loadsched_extender_filters_before_binding``), the pods placed without it counted.
+
 The cost: with the bind verb configured, kube-scheduler cannot bind while the extender is down
 (``ignorable`` does not cover binding); the pods wait for it.
 """
@@ -25,6 +29,7 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 import httpx
+from prometheus_client import Histogram
 
 from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.wire import BindingArgs, BindingResult
@@ -52,9 +57,16 @@ class _Cluster(NamedTuple):
 
 
 class Binder:
-    def __init__(self, placements: PlacementIndex | None) -> None:
+    def __init__(
+        self, placements: PlacementIndex | None, overtaken: Histogram | None = None
+    ) -> None:
         self._placements = placements
-        self._asked: dict[str, Pod] = {}
+        self._overtaken = overtaken
+        """Observes, per binding, the filter answers for other pods since its pod's filter."""
+        self._asked: dict[str, tuple[Pod, int]] = {}
+        """Per pod uid: the pod, and :attr:`_filters` at its latest filter."""
+        self._filters = 0
+        """Filter answers so far."""
         self._cluster: _Cluster | None = None
 
     def attach(self, client: httpx.AsyncClient, retry: RetryPolicy) -> None:
@@ -66,14 +78,19 @@ class Binder:
         cluster it started on."""
         self._cluster = None
 
-    def remember(self, pod: Pod) -> None:
-        """A pod kube-scheduler asked about (it may be bound next)."""
+    def remember(self, pod: Pod, *, filtered: bool = False) -> None:
+        """A pod kube-scheduler asked about (it may be bound next); ``filtered``: in a filter
+        call."""
+        if filtered:
+            self._filters += 1
         uid = pod.metadata.uid
         if not uid or self._placements is None:
             return
         if len(self._asked) >= REMEMBERED and uid not in self._asked:
             del self._asked[next(iter(self._asked))]
-        self._asked[uid] = pod
+        previous = self._asked.get(uid)
+        at = self._filters if filtered or previous is None else previous[1]
+        self._asked[uid] = (pod, at)
 
     async def bind(self, args: BindingArgs) -> BindingResult:
         """Count the pod on its node, then bind it; an error is kube-scheduler's to retry."""
@@ -81,10 +98,13 @@ class Binder:
         if cluster is None:
             return BindingResult(Error="loadsched extender has no cluster to bind in")
         where = f"pod/{args.PodNamespace}/{args.PodName}"
-        pod = self._asked.pop(args.PodUID, None)
+        asked = self._asked.pop(args.PodUID, None)
         placements = self._placements
-        if placements is not None and pod is not None:
+        if placements is not None and asked is not None:
+            pod, filtered_at = asked
             placements.record_binding(pod, args.Node)
+            if self._overtaken is not None:
+                self._overtaken.observe(self._filters - filtered_at)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",

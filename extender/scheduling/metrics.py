@@ -7,6 +7,7 @@ from collections import Counter as Tally
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+OVERTAKEN_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64)
 
 
 class ExtenderMetrics:
@@ -80,6 +81,15 @@ class ExtenderMetrics:
         self.cache_synced = Gauge(
             "loadsched_extender_node_cache_synced",
             "1 once the node cache has completed its first list.",
+            registry=self.registry,
+        )
+        self.filters_before_binding = Histogram(
+            "loadsched_extender_filters_before_binding",
+            "Per pod bound through the bind verb: filter answers for other pods between its "
+            "own filter and its binding. kube-scheduler binds in the background and decides "
+            "the next pods meanwhile; those were placed without this one counted on its node, "
+            "so in a burst a node can take up to this many pods more than its room.",
+            buckets=OVERTAKEN_BUCKETS,
             registry=self.registry,
         )
 

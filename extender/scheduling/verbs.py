@@ -117,7 +117,10 @@ class LoadAwareExtender:
         self._defer = defer or run_now
         """Runs work a request's answer does not wait for: at once by default; the served app
         passes the event loop's ``call_soon``, so it runs once the answer is written."""
-        self.binder = Binder(node_cache.placements if node_cache is not None else None)
+        self.binder = Binder(
+            node_cache.placements if node_cache is not None else None,
+            metrics.filters_before_binding,
+        )
         """The bind verb (``bindVerb: bind``), fed the pods filter and prioritize see."""
         self._rules = rules
         self._wording = wording
@@ -172,7 +175,7 @@ class LoadAwareExtender:
     def filter(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult | msgspec.Raw:
         """Reject every node for a pod its namespace's elastic quota refuses; else reject
         overloaded nodes (and, failClosed, unknown ones); count what was unknown."""
-        self.binder.remember(pod)
+        self.binder.remember(pod, filtered=True)
         if not args.names_only and not self._full_node_warned:
             self._full_node_warned = True
             logger.warning(FULL_NODE_WARNING)

@@ -11,9 +11,16 @@ import httpx
 import pytest
 
 from extender.scheduling.binding import BINDS_AT_ONCE, Binder
+from extender.scheduling.metrics import ExtenderMetrics
+from extender.scheduling.placements import PlacementIndex
 from extender.scheduling.wire import BindingArgs
 from shared.kube.config import KEEPALIVE_EXPIRY, KubeEndpoint
 from shared.kube.retrying import RetryPolicy
+from shared.load_model import LoadRules
+from shared.pods import POD_DECODER, Pod
+from tests import payloads
+from tests.fakes.clock import NOW
+from tests.fakes.estimation_cluster import the_policy
 from tests.fakes.raw_server import OK, PoolClock, Received, Serve, Started
 
 pytestmark = pytest.mark.anyio
@@ -180,3 +187,39 @@ async def test_a_binding_waiting_its_turn_when_the_service_stops_ends_where_it_s
         results = await asyncio.gather(*binds)
     assert [r.Error for r in results] == [""] * (BINDS_AT_ONCE + 1)
     assert len(seen) == BINDS_AT_ONCE + 1
+
+
+async def test_each_binding_counts_the_pods_decided_before_it_arrived(serve: Serve) -> None:
+    """a, b and c are filtered, then a is asked to prioritize (no decision) and bound: b and c
+    were decided without a counted. b is bound next (c after it), then d is filtered, and c,
+    bound last, was overtaken by d alone."""
+    rules = LoadRules.from_policy(the_policy(estimation={"enabled": True}))
+    metrics = ExtenderMetrics()
+    binder = Binder(
+        PlacementIndex(rules, clock=lambda: NOW, on_change=lambda node: None),
+        metrics.filters_before_binding,
+    )
+    pods = {n: POD_DECODER.decode(payloads.encode(payloads.pod(n))) for n in "abcd"}
+    started = await serve(lambda r: OK)
+    async with started.endpoint.client(max_connections=BINDS_AT_ONCE) as client:
+        binder.attach(client, RetryPolicy(attempts=1))
+        for name in "abc":
+            binder.remember(pods[name], filtered=True)
+        binder.remember(pods["a"])
+        for name in "ab":
+            await binder.bind(bind_args(pods[name]))
+        binder.remember(pods["d"], filtered=True)
+        await binder.bind(bind_args(pods["c"]))
+        binder.detach()
+
+    def at_most(n: int) -> float | None:
+        return metrics.registry.get_sample_value(
+            "loadsched_extender_filters_before_binding_bucket", {"le": f"{float(n)}"}
+        )
+
+    assert [at_most(n) for n in (0, 1, 2)] == [0.0, 2.0, 3.0]  # a: 2, b: 1, c: 1
+
+
+def bind_args(pod: Pod) -> BindingArgs:
+    meta = pod.metadata
+    return BindingArgs(PodName=meta.name, PodNamespace=meta.namespace, PodUID=meta.uid, Node="n1")
