@@ -37,7 +37,7 @@ from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
 from sandbox.specs import ExtenderSpec, NodeSpec, pod_body
 from sandbox.workload import Arrival, Load, Placed, Recording, Trace, node_usage, pod_usage
-from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION, REBALANCED_USAGE_ANNOTATION
 from shared.annotations import Sample, decode
 from shared.kube.config import load_endpoint
 from shared.kube.watching import Reflector
@@ -47,7 +47,12 @@ from shared.rebalance_policy import LOW_OF_HIGH
 
 SCHEDULER_NAME = "quality"
 LABEL = "app=quality"
-CLEARED = ("node_hot_value", "loadsched.io/requeue", REBALANCED_FROM_ANNOTATION)
+CLEARED = (
+    "node_hot_value",
+    "loadsched.io/requeue",
+    REBALANCED_FROM_ANNOTATION,
+    REBALANCED_USAGE_ANNOTATION,
+)
 NODE_CPUS, NODE_MEMORY = 8.0, 32.0 * 2**30
 
 

@@ -1,9 +1,11 @@
 """The end-to-end tier: a real control plane from sandbox/, loadsched's extender as a real
-process, and real kube-schedulers calling it. One sandbox per test session."""
+process, and real kube-schedulers calling it. One sandbox per test session; a module that needs
+a quiet cluster starts its own (:func:`chart_sandbox`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -54,14 +56,21 @@ CHART_ACCOUNTS_VALUES = {
 }
 
 
-@pytest.fixture(scope="session")
-def sandbox() -> Iterator[Sandbox]:
-    """The control plane; loadsched's services run as the chart's ServiceAccounts (their
-    tokens and the chart's RBAC), not as admin."""
+@contextmanager
+def chart_sandbox() -> Iterator[Sandbox]:
+    """A control plane with :data:`NODES`; loadsched's services run as the chart's
+    ServiceAccounts (their tokens and the chart's RBAC), not as admin."""
     with Sandbox() as box:
         box.create_nodes(NODES)
         accounts = chart.install_accounts(box, namespace="default", values=CHART_ACCOUNTS_VALUES)
         box.service_kubeconfigs = accounts  # extender, annotator (and the chart's scheduler)
+        yield box
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> Iterator[Sandbox]:
+    """The control plane the modules share (:func:`chart_sandbox`)."""
+    with chart_sandbox() as box:
         yield box
 
 

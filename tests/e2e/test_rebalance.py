@@ -32,7 +32,7 @@ from sandbox import kwok
 from sandbox.cluster import Sandbox
 from sandbox.metrics_stack import MetricsStack
 from sandbox.processes import wait_for
-from shared.annotation_keys import REBALANCED_FROM_ANNOTATION
+from shared.annotation_keys import REBALANCED_FROM_ANNOTATION, REBALANCED_USAGE_ANNOTATION
 from shared.annotations import Sample, decode, encode_metric
 from tests.e2e.conftest import NODES
 from tests.e2e.objects import meta_of, name_of, sent_as, spec_of, status_of
@@ -199,10 +199,8 @@ def status(sandbox: Sandbox) -> dict[str, Any]:
     return loaded
 
 
-def marks(sandbox: Sandbox) -> dict[str, Any]:
-    raw = (meta_of(sandbox.core.read_node(SOURCE)).annotations or {}).get(
-        REBALANCED_FROM_ANNOTATION
-    )
+def marks(sandbox: Sandbox, key: str = REBALANCED_FROM_ANNOTATION) -> dict[str, Any]:
+    raw = (meta_of(sandbox.core.read_node(SOURCE)).annotations or {}).get(key)
     found: dict[str, Any] = json.loads(raw) if raw else {}
     return found
 
@@ -347,6 +345,9 @@ def test_a_stacked_node_is_spread_by_the_fewest_evictions_and_never_refilled(
         lease = k8s.CoordinationV1Api(sandbox.api).read_namespaced_lease(LEASE, "default")
         assert spec_of(lease).holder_identity == leader
         assert WORKLOAD in marks(sandbox)
+        # with what the pod used (1.2 cores of its 500m): its replacement is asked for as much
+        carried = marks(sandbox, REBALANCED_USAGE_ANNOTATION)[WORKLOAD]
+        assert 1.0 < carried["cpu"] < 1.4, carried
 
         def replaced() -> bool:
             pods = running(sandbox)
