@@ -154,6 +154,10 @@ class Need(NamedTuple):
     def of(self, resource: Resource) -> float:
         return self.cpu if resource == "cpu" else self.memory
 
+    def at_least(self, floor: Need) -> Need:
+        """Each resource raised to ``floor``'s."""
+        return Need(max(self.cpu, floor.cpu), max(self.memory, floor.memory))
+
 
 def need_of(placement: Placement, policy: EstimationPolicy) -> Need:
     """:func:`pod_estimate` of both resources."""

@@ -54,7 +54,7 @@ from shared.node_fit import FitNode, Holding, PodNeeds, unfit_reason
 from shared.overload_streaks import Observation, Threshold
 from shared.policy_fields import Resource
 from shared.quantity import ResourceList
-from shared.rebalance_marks import at_least, refused_here
+from shared.rebalance_marks import refused_here
 
 # -- which first --------------------------------------------------------------------------------
 
@@ -210,7 +210,7 @@ def target_reason(
         return "moved-off-lately"
     total = Need(added.cpu + pod.need.cpu, added.memory + pod.need.memory)
     # the filter asks the replacement for its estimate raised to the usage the mark carries
-    asked = at_least(pod.estimate, pod.need) if pod.estimate is not None else pod.need
+    asked = pod.estimate.at_least(pod.need) if pod.estimate is not None else pod.need
     if (
         refusal_for(
             target.verdict, Need(added.cpu + asked.cpu, added.memory + asked.memory), target.name

@@ -105,11 +105,6 @@ def _amount(value: object) -> float | None:
     return amount
 
 
-def at_least(need: Need, floor: Need) -> Need:
-    """Each resource of ``need`` raised to ``floor``'s."""
-    return Need(max(need.cpu, floor.cpu), max(need.memory, floor.memory))
-
-
 def carried_need(
     workload: str | None,
     marks: Mapping[str, Mapping[str, datetime]],
@@ -125,7 +120,7 @@ def carried_need(
         usage = usages.get(node, {}).get(workload)
         if usage is None or not refused_here(workload, node_marks, now):
             continue
-        carried = usage if carried is None else at_least(carried, usage)
+        carried = usage if carried is None else carried.at_least(usage)
     return carried
 
 

@@ -31,6 +31,18 @@ MARK_SEEN_SECONDS = 5.0
 evicts (a stand-in for the extender's watch, which reads the same API server)."""
 
 
+def annotations_of(
+    marks: Mapping[str, datetime], usages: Mapping[str, Need]
+) -> dict[str, str | None]:
+    """The node annotations that say ``marks`` and the usages of the marked workloads
+    (``None`` removes one that would say nothing)."""
+    carried = {k: v for k, v in usages.items() if k in marks}
+    return {
+        REBALANCED_FROM_ANNOTATION: encode_departures(marks) if marks else None,
+        REBALANCED_USAGE_ANNOTATION: encode_usages(carried) if carried else None,
+    }
+
+
 class NodeMarks:
     """Writes the marks on nodes and reads them back from the node watch."""
 
@@ -90,15 +102,7 @@ class NodeMarks:
     ) -> bool:
         """Set the node's marks and the usages of the marked workloads (none removes the
         annotation); whether it was written."""
-        carried = {k: v for k, v in usages.items() if k in marks}
-        body = {
-            "metadata": {
-                "annotations": {
-                    REBALANCED_FROM_ANNOTATION: encode_departures(marks) if marks else None,
-                    REBALANCED_USAGE_ANNOTATION: encode_usages(carried) if carried else None,
-                }
-            }
-        }
+        body = {"metadata": {"annotations": annotations_of(marks, usages)}}
         try:
             await patching.patch(
                 self._kube,
@@ -127,17 +131,15 @@ class NodeMarks:
             raw_usages = node.annotations.get(REBALANCED_USAGE_ANNOTATION)
             if raw is None and raw_usages is None:
                 continue
-            marks, usages = marks_of(node), usages_of(node)
             observation = observations.get(name)
             if observation is not None and observation.under_low:
                 kept: dict[str, datetime] = {}
             else:
-                kept = {k: v for k, v in marks.items() if v > now}
-            carried = {k: v for k, v in usages.items() if k in kept}
-            if (
-                kept == marks
-                and raw == (encode_departures(marks) if marks else None)
-                and raw_usages == (encode_usages(carried) if carried else None)
-            ):
+                kept = {k: v for k, v in marks_of(node).items() if v > now}
+            usages = usages_of(node)
+            if annotations_of(kept, usages) == {
+                REBALANCED_FROM_ANNOTATION: raw,
+                REBALANCED_USAGE_ANNOTATION: raw_usages,
+            }:
                 continue
-            await self.write(name, kept, carried)
+            await self.write(name, kept, usages)

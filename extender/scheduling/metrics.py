@@ -85,9 +85,10 @@ class ExtenderMetrics:
         )
         self.filters_before_binding = Histogram(
             "loadsched_extender_filters_before_binding",
-            "Per pod bound through the bind verb: filter answers for other pods between its "
-            "own filter and its binding. kube-scheduler binds in the background and decides "
-            "the next pods meanwhile; those were placed without this one counted on its node, "
+            "Per pod bound through the bind verb while verdicts read the pods bound to a node "
+            "(estimation): filter answers for other pods between its own filter and its "
+            "binding. kube-scheduler binds in the background and decides the next pods "
+            "meanwhile; those were placed without this one counted on its node, "
             "so in a burst a node can take up to this many pods more than its room.",
             buckets=OVERTAKEN_BUCKETS,
             registry=self.registry,

@@ -59,13 +59,7 @@ from shared.load_model import (
     Need,
     Verdict,
 )
-from shared.rebalance_marks import (
-    at_least,
-    carried_need,
-    departure_message,
-    refused_here,
-    workload_key,
-)
+from shared.rebalance_marks import carried_need, departure_message, refused_here, workload_key
 from shared.strategies import PodDemand, demand_of, pod_need
 
 logger = logging.getLogger(__name__)
@@ -283,7 +277,7 @@ class LoadAwareExtender:
         }
         carried = carried_need(workload, cache.departures, cache.carried, now)
         if need is not None and carried is not None:
-            need = at_least(need, carried)
+            need = need.at_least(carried)
         return need, departed
 
     async def filter_recorded(self, pod: PodInfo, args: ExtenderArgs) -> FilterResult | msgspec.Raw:

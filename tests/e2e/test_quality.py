@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import NamedTuple
 
+import httpx
 import pytest
 
 from bench.quality_strategies import BY_KEY, CPU_LIMIT, RULES, Strategy
@@ -34,7 +35,7 @@ from sandbox.specs import ExtenderSpec, pod_body
 from shared.annotations import Sample, decode
 from tests.e2e.conftest import NODES, chart_sandbox
 from tests.e2e.objects import meta_of, spec_of, status_of
-from tests.e2e.scrape import exported
+from tests.e2e.scrape import exported_in
 
 pytestmark = pytest.mark.e2e
 
@@ -102,9 +103,11 @@ def in_flight(extender: str) -> float:
     """The least bucket of ``loadsched_extender_filters_before_binding`` that holds every
     binding (infinite past the last)."""
     name = "loadsched_extender_filters_before_binding"
-    bindings = exported(extender, f"{name}_count")
+    response = httpx.get(f"{extender}/metrics", timeout=10)
+    response.raise_for_status()
+    bindings = exported_in(response.text, f"{name}_count")
     for bound in OVERTAKEN_BUCKETS:
-        if exported(extender, f"{name}_bucket", le=str(float(bound))) >= bindings:
+        if exported_in(response.text, f"{name}_bucket", le=str(float(bound))) >= bindings:
             return bound
     return math.inf
 

@@ -18,7 +18,6 @@ from shared.overload_streaks import Observation, OverloadTracker, thresholds_of
 from shared.policy import DEFAULT_POLICY_YAML, parse_policy
 from shared.rebalance import Candidate, TargetNode, fewest_covering, plan_node, target_reason
 from shared.rebalance_marks import (
-    at_least,
     carried_need,
     decode_departures,
     decode_usages,
@@ -502,7 +501,7 @@ def test_the_carried_need_is_the_most_any_live_mark_carries_per_resource() -> No
     assert carried_need(w, marks, usages, T0) == Need(3.0, 5.0)
     assert carried_need("web/ReplicaSet/other", marks, usages, T0) is None
     assert carried_need(None, marks, usages, T0) is None
-    assert at_least(Need(0.5, 8.0), Need(3.0, 5.0)) == Need(3.0, 8.0)
+    assert Need(0.5, 8.0).at_least(Need(3.0, 5.0)) == Need(3.0, 8.0)
 
 
 def test_a_target_needs_room_for_the_usage_the_replacement_will_be_asked_for() -> None:
