@@ -145,6 +145,14 @@ class AnnotatorMetrics:
             ["state"],
             registry=r,
         )
+        self.rebalance_node_rounds = Counter(
+            "loadsched_annotator_rebalance_node_rounds_total",
+            "Each node's rounds by its state in them (the states of "
+            "loadsched_annotator_rebalance_nodes): how often a node was over, waiting, held, "
+            "stale or under, between two scrapes included.",
+            ["state"],
+            registry=r,
+        )
         self.rebalance_evictions = Counter(
             "loadsched_annotator_rebalance_evictions_total",
             "Pods the rebalancer evicted or tried to, by result (evicted, gone, blocked by a "

@@ -196,6 +196,7 @@ class Rebalancer:
             states[observation.state] += 1
         for state, count in states.items():
             self._metrics.rebalance_nodes.labels(state).set(count)
+            self._metrics.rebalance_node_rounds.labels(state).inc(count)
         return states
 
     def _keep_cooldowns(self, facts: Mapping[str, NodeFacts], now: datetime) -> None:

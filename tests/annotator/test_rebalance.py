@@ -428,6 +428,11 @@ async def test_stale_metrics_stop_all_action() -> None:
         clock.advance(60)
     assert [c for c in api.calls() if "eviction" in c[1]] == []
     assert metrics.rebalance_nodes.labels("stale")._value.get() == 2
+    # every round counted: the first one's nodes fresh, the three after it stale
+    stale = metrics.registry.get_sample_value(
+        "loadsched_annotator_rebalance_node_rounds_total", {"state": "stale"}
+    )
+    assert stale == 2 * 3
 
 
 async def test_pods_that_may_not_move_are_skipped_and_counted(
