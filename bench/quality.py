@@ -244,7 +244,9 @@ def main() -> int:
             what="the bench's recording rules for every node",
             interval=1,
         )
-        harness = Harness(box, stack, NODES, background, box.workdir / "policies", drain, say)
+        harness = Harness(
+            box, stack, NODES, background, box.workdir / "policies", drain, say, out / "logs"
+        )
         for number, trace in enumerate(traces):
             if options.rounds > 1:
                 say(f"round {number + 1} of {options.rounds} (seed {trace.seed})")

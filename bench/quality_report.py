@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality_moves import Moves
+from bench.quality_rebalancer import rebalanced
 from bench.quality_run import SCHEDULER_STEPS, Outcome
 from bench.quality_strategies import (
     BY_KEY,
     CPU_LIMIT,
     EVICTING,
+    REBALANCE_ROUNDS,
 )
 from bench.quality_targets import rows
 from sandbox.workload import (
@@ -69,9 +71,16 @@ def render_table(outcomes: Sequence[Outcome]) -> str:
 
 def render_decisions(outcomes: Sequence[Outcome]) -> list[str]:
     """Per strategy run through the extender: what its filter did for want of room, and its
-    mean time per call by verb; per strategy, kube-scheduler's mean time by step."""
+    mean time per call by verb; per strategy with loadsched's rebalancer, what it saw and did
+    (:func:`bench.quality_rebalancer.rebalanced`); per strategy, kube-scheduler's mean time by
+    step."""
     lines = [f"  {o.strategy.key}: {decided(o.decisions)}" for o in outcomes if o.decisions]
     lines += [f"  {o.strategy.key}: {timed(o.verbs)}" for o in outcomes if o.verbs]
+    lines += [
+        f"  {o.strategy.key}: {rebalanced(o.rebalancer, REBALANCE_ROUNDS)}"
+        for o in outcomes
+        if o.rebalancer
+    ]
     return lines + [f"  {o.strategy.key}: {stepped(o.scheduler)}" for o in outcomes if o.scheduler]
 
 
@@ -118,6 +127,7 @@ def replayed(record: dict[str, Any]) -> Outcome:
         verbs=dict(record.get("verbs", {})),
         scheduler=dict(record.get("scheduler", {})),
         moves=Moves(**record["moves"]) if record.get("moves") else None,
+        rebalancer=dict(record.get("rebalancer", {})),
         seconds=record.get("seconds", 0.0),
     )
 
@@ -136,6 +146,7 @@ def recorded(outcome: Outcome) -> dict[str, object]:
         "verbs": outcome.verbs,
         "scheduler": outcome.scheduler,
         "moves": dataclasses.asdict(outcome.moves) if outcome.moves else None,
+        "rebalancer": outcome.rebalancer,
         "seconds": outcome.seconds,
         "times": recording.times,
         "cpu": [{n: load.cpu for n, load in s.items()} for s in recording.samples],

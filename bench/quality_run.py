@@ -25,8 +25,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import descheduler, trimaran
 from bench.quality_moves import Budget, Moves, PodLife, Workloads, moves
+from bench.quality_rebalancer import KeptLog, rebalancer_counts
 from bench.quality_strategies import (
     CPU_LIMIT,
+    EVICTING,
     EVICTIONS_PER_NODE,
     REBALANCE_PERIOD,
     Strategy,
@@ -216,6 +218,9 @@ class Outcome:
     """Why the strategy did not run."""
     moves: Moves | None = None
     """What evictions did (:mod:`bench.quality_moves`); ``None`` for runs saved before."""
+    rebalancer: dict[str, float] = field(default_factory=dict)
+    """What loadsched's rebalancer counted over the run (:func:`rebalancer_counts`); empty
+    without it."""
     seconds: float = 0.0
     """How long the strategy's round took: reset, start, the trace (0: saved before)."""
 
@@ -229,6 +234,11 @@ class Harness:
     folder: Path
     drain: float
     say: Callable[[str], None]
+    logs: Path | None = None
+    """Where each round's logs of the movers (loadsched's annotator, the descheduler) are
+    kept, named by strategy and seed; ``None``: not kept."""
+    annotator: str = ""
+    """The running annotator's URL."""
 
     def background_levels(self) -> dict[str, dict[str, float]]:
         return {n: {"cpu": b.cpu, "mem": b.memory} for n, b in self.background.items()}
@@ -267,7 +277,7 @@ class Harness:
         kube-scheduler; loadsched's extender's URL, or ``None`` without it."""
         extender_policy, annotator_policy = strategy.write(self.folder)
         since = datetime.now(UTC).replace(microsecond=0)
-        self.box.start_annotator(
+        self.annotator = self.box.start_annotator(
             prometheus_url=self.stack.prometheus.url,
             args=["--policy", str(annotator_policy), "--no-leader-elect"],
         )
@@ -345,10 +355,22 @@ class Harness:
         selector = f"{LABEL},strategy={strategy.label}"
         store = Lives()
         close = watch(self.box, selector, store)
+        log_dir = self.box.supervisor.log_dir
+        kept = {
+            name: KeptLog.from_now(log_dir / f"{name}.log")
+            for name in ("annotator", descheduler.NAME)
+        }
         try:
             self._play(strategy, trace, store, outcome)
         finally:
             close()
+            if self.logs is not None and strategy.key in EVICTING:
+                for name, log in kept.items():
+                    log.keep(self.logs / f"{strategy.key}-seed{trace.seed}-{name}.log")
+        if strategy.rebalance is not None:
+            with httpx.Client(base_url=self.annotator, timeout=10) as client:
+                text = client.get("/metrics").raise_for_status().text
+                outcome.rebalancer = rebalancer_counts(text)
         try:
             outcome.scheduler = scheduler_seconds(
                 self.box.scheduler_metrics(f"quality-{strategy.label}")

@@ -363,28 +363,33 @@ of 15 s; the 1-minute average must first cross its threshold, 9 s after the fact
 
 
 def reaction_floor(rounds: Sequence[Sequence[Outcome]], *, plain: float | None) -> list[str]:
-    """About the least a rebalancer acting on estimation's placements could leave: estimation's
-    overload had each ended a reaction time after it began (:func:`overload_if_ended`, an
-    estimate, not a bound; the median over the rounds estimation ran in), beside plain's
-    median when it ran."""
-    recordings = [
-        o.recording
-        for outcomes in rounds
-        for o in outcomes
-        if o.strategy.key == "estimation" and o.skipped is None
-    ]
-    if not recordings:
-        return []
-    floors = []
-    for after in REACTIONS:
-        left = statistics.median(
-            overload_if_ended(r, cpu_limit=CPU_LIMIT, memory_limit=MEMORY_LIMIT, after=after)
-            for r in recordings
+    """About the least a rebalancer could leave of the overload of loadsched's placement
+    (estimation + hot value): that of ``estimation``, and of ``rebalance`` itself (what its
+    moves left), had each overload ended a reaction time after it began
+    (:func:`overload_if_ended`, an estimate, not a bound; the median over the rounds the
+    strategy ran in), beside plain's median when it ran. What the rebalance strategy leaves
+    within the first reaction time of its overloads, no mover acting on the metrics removes."""
+    lines = []
+    for key in ("estimation", "rebalance"):
+        recordings = [
+            o.recording
+            for outcomes in rounds
+            for o in outcomes
+            if o.strategy.key == key and o.skipped is None
+        ]
+        if not recordings:
+            continue
+        floors = []
+        for after in REACTIONS:
+            left = statistics.median(
+                overload_if_ended(r, cpu_limit=CPU_LIMIT, memory_limit=MEMORY_LIMIT, after=after)
+                for r in recordings
+            )
+            of_plain = f" ({_ratio(left, plain):.2f} × plain)" if plain else ""
+            floors.append(f"{after:g} s {left:.0f} node-s{of_plain}")
+        lines.append(
+            f"  beside: about the least a rebalancer can leave of {key}'s overload, had every "
+            f"overload ended that long after it began (median of {len(recordings)} "
+            f"round{'s' * (len(recordings) > 1)}): " + ", ".join(floors)
         )
-        of_plain = f" ({_ratio(left, plain):.2f} × plain)" if plain else ""
-        floors.append(f"{after:g} s {left:.0f} node-s{of_plain}")
-    return [
-        "  beside: about the least a rebalancer can leave of estimation's overload, had every "
-        f"overload ended that long after it began (median of {len(recordings)} "
-        f"round{'s' * (len(recordings) > 1)}): " + ", ".join(floors)
-    ]
+    return lines
