@@ -9,6 +9,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from annotator.rebalance.controller import NODE_STATES
+
 PREFIX = "loadsched_annotator_rebalance_"
 COUNTED = {
     f"{PREFIX}rounds_total": ("rounds", None),
@@ -18,7 +20,6 @@ COUNTED = {
 }
 """The counters read: a sample name, and the key it is summed under (with the label that
 splits it, if any: ``node-rounds:over``, ``evictions:evicted``, ``skipped:no-target``)."""
-STATES = ("over", "waiting", "held", "stale", "under")
 
 
 def rebalancer_counts(text: str) -> dict[str, float]:
@@ -38,33 +39,44 @@ def rebalancer_counts(text: str) -> dict[str, float]:
     return counts
 
 
-def _split(counts: dict[str, float], kind: str) -> str:
+def _by_label(counts: dict[str, float], kind: str) -> str:
+    """``kind``'s counts, each before its label (``2 over, 150 under``); node states in the
+    rebalancer's order, the rest by name."""
     prefix = f"{kind}:"
     shown = [(k.removeprefix(prefix), v) for k, v in sorted(counts.items()) if k.startswith(prefix)]
     if kind == "node-rounds":
-        shown.sort(key=lambda kv: STATES.index(kv[0]) if kv[0] in STATES else len(STATES))
-    return ", ".join(f"{name} {value:.0f}" for name, value in shown) or "none"
+        order = {state: n for n, state in enumerate(NODE_STATES)}
+        shown.sort(key=lambda kv: order.get(kv[0], len(order)))
+    return ", ".join(f"{value:.0f} {name}" for name, value in shown) or "none"
 
 
 def rebalanced(counts: dict[str, float], rounds_needed: int) -> str:
-    """One line of what the rebalancer saw and did, and, when it evicted nothing, why: no node
-    over its ``high`` for ``rounds_needed`` rounds of fresh data, or the pods it chose had no
-    target, or none could move."""
+    """One line of what the rebalancer saw and did, and, when it evicted nothing, why: it ran
+    no round; no node stayed over its ``high`` for ``rounds_needed`` rounds of fresh data; the
+    evictions it asked for were refused (blocked, throttled, failed); no other node had room
+    for the pods that would bring a node under; or no pod on the nodes over could move."""
     line = (
         f"the rebalancer's {counts.get('rounds', 0):.0f} rounds: node-rounds "
-        f"{_split(counts, 'node-rounds')}; evictions {_split(counts, 'evictions')}; "
-        f"candidates skipped {_split(counts, 'skipped')}"
+        f"{_by_label(counts, 'node-rounds')}; evictions {_by_label(counts, 'evictions')}; "
+        f"candidates skipped {_by_label(counts, 'skipped')}"
     )
     if counts.get("evictions:evicted", 0) or counts.get("evictions:dry-run", 0):
         return line
+    if not counts.get("rounds", 0):
+        return f"{line} (the rebalancer ran no round)"
     if not counts.get("node-rounds:over", 0):
         waited = counts.get("node-rounds:waiting", 0)
         return (
             f"{line} (no node stayed above a high threshold for {rounds_needed} rounds of fresh "
             f"data{f'; {waited:.0f} node-rounds above it for fewer' if waited else ''})"
         )
+    if any(key.startswith("evictions:") for key in counts):
+        return f"{line} (nodes were over, but the evictions asked for were refused)"
     if counts.get("skipped:no-target", 0):
-        return f"{line} (nodes were over, but no node took the pods that would cover it)"
+        return (
+            f"{line} (nodes were over, but no other node had room for the pods that would "
+            "bring them under)"
+        )
     return f"{line} (nodes were over, but none of their pods could move)"
 
 
@@ -84,6 +96,8 @@ class KeptLog:
         if not self.source.exists():
             return None
         with self.source.open("rb") as log:
+            if self.source.stat().st_size < self.offset:  # cut short since: all of it is new
+                self.offset = 0
             log.seek(self.offset)
             written = log.read()
         if not written:

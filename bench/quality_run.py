@@ -219,8 +219,8 @@ class Outcome:
     moves: Moves | None = None
     """What evictions did (:mod:`bench.quality_moves`); ``None`` for runs saved before."""
     rebalancer: dict[str, float] = field(default_factory=dict)
-    """What loadsched's rebalancer counted over the run (:func:`rebalancer_counts`); empty
-    without it."""
+    """What loadsched's rebalancer counted since the annotator started, a few rounds before the
+    trace (:func:`rebalancer_counts`); empty without it, or when not read."""
     seconds: float = 0.0
     """How long the strategy's round took: reset, start, the trace (0: saved before)."""
 
@@ -235,10 +235,9 @@ class Harness:
     drain: float
     say: Callable[[str], None]
     logs: Path | None = None
-    """Where each round's logs of the movers (loadsched's annotator, the descheduler) are
-    kept, named by strategy and seed; ``None``: not kept."""
-    annotator: str = ""
-    """The running annotator's URL."""
+    """Where the logs of each round of the strategies that evict (loadsched's annotator, which
+    runs the rebalancer, and the descheduler) are kept, named by strategy and seed; ``None``:
+    not kept."""
 
     def background_levels(self) -> dict[str, dict[str, float]]:
         return {n: {"cpu": b.cpu, "mem": b.memory} for n, b in self.background.items()}
@@ -272,12 +271,12 @@ class Harness:
         for node in self.nodes:
             self.box.annotate_node(node.name, dict.fromkeys(CLEARED))
 
-    def start(self, strategy: Strategy) -> str | None:
+    def start(self, strategy: Strategy) -> tuple[str | None, str]:
         """Start the strategy's annotator, extender (if it uses one, or the minimal one) and
-        kube-scheduler; loadsched's extender's URL, or ``None`` without it."""
+        kube-scheduler; loadsched's extender's URL (``None`` without it) and the annotator's."""
         extender_policy, annotator_policy = strategy.write(self.folder)
         since = datetime.now(UTC).replace(microsecond=0)
-        self.annotator = self.box.start_annotator(
+        annotator = self.box.start_annotator(
             prometheus_url=self.stack.prometheus.url,
             args=["--policy", str(annotator_policy), "--no-leader-elect"],
         )
@@ -313,7 +312,7 @@ class Harness:
                 interval=REBALANCE_PERIOD,
                 folder=self.folder / "descheduler",
             )
-        return url
+        return url, annotator
 
     def _start_trimaran(self, strategy: Strategy, plugin: str) -> None:
         """scheduler-plugins' kube-scheduler with ``plugin``, its load-watcher's series
@@ -350,16 +349,16 @@ class Harness:
         began = time.monotonic()
         self.say(f"{strategy.key}: resetting (metrics settle back to background)")
         self.reset()
-        extender = self.start(strategy)
+        log_dir = self.box.supervisor.log_dir
+        kept = {  # from before the start: its settings and first rounds are in the log
+            name: KeptLog.from_now(log_dir / f"{name}.log")
+            for name in ("annotator", descheduler.NAME)
+        }
+        extender, annotator = self.start(strategy)
         self.say(f"{strategy.key}: playing the trace ({len(trace.arrivals)} pods)")
         selector = f"{LABEL},strategy={strategy.label}"
         store = Lives()
         close = watch(self.box, selector, store)
-        log_dir = self.box.supervisor.log_dir
-        kept = {
-            name: KeptLog.from_now(log_dir / f"{name}.log")
-            for name in ("annotator", descheduler.NAME)
-        }
         try:
             self._play(strategy, trace, store, outcome)
         finally:
@@ -368,9 +367,11 @@ class Harness:
                 for name, log in kept.items():
                     log.keep(self.logs / f"{strategy.key}-seed{trace.seed}-{name}.log")
         if strategy.rebalance is not None:
-            with httpx.Client(base_url=self.annotator, timeout=10) as client:
-                text = client.get("/metrics").raise_for_status().text
+            try:
+                text = read_metrics(annotator)
                 outcome.rebalancer = rebalancer_counts(text)
+            except (httpx.HTTPError, ValueError) as e:  # a diagnostic: the figures stand
+                self.say(f"{strategy.key}: the rebalancer's metrics not read: {e}")
         try:
             outcome.scheduler = scheduler_seconds(
                 self.box.scheduler_metrics(f"quality-{strategy.label}")
@@ -378,9 +379,11 @@ class Harness:
         except (TimeoutError, OSError) as e:  # a diagnostic: the round's figures stand
             self.say(f"{strategy.key}: kube-scheduler's metrics not read: {e}")
         if extender is not None:
-            with httpx.Client(base_url=extender, timeout=10) as client:
-                text = client.get("/metrics").raise_for_status().text
+            try:
+                text = read_metrics(extender)
                 outcome.decisions, outcome.verbs = decision_counts(text), verb_seconds(text)
+            except (httpx.HTTPError, ValueError) as e:  # a diagnostic: the figures stand
+                self.say(f"{strategy.key}: the extender's metrics not read: {e}")
         outcome.seconds = time.monotonic() - began
         self.say(
             f"{strategy.key}: {len(outcome.latencies)} of {outcome.created} pods bound, "
@@ -480,6 +483,12 @@ class Harness:
                 end=end,
             ),
         )
+
+
+def read_metrics(url: str) -> str:
+    """The ``/metrics`` text of the server at ``url``."""
+    with httpx.Client(base_url=url, timeout=10) as client:
+        return client.get("/metrics").raise_for_status().text
 
 
 def raise_failed(calls: list[Future[None]]) -> list[Future[None]]:

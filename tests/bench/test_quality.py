@@ -597,11 +597,11 @@ def test_beside_the_rebalancers_targets_the_least_any_rebalancer_could_leave() -
     ) in lines
     floor = [line for line in lines if "the least a rebalancer can leave" in line]
     assert floor == [
-        "  beside: about the least a rebalancer can leave of estimation's overload, had every "
-        "overload ended that long after it began (median of 1 round): 5 s 5 node-s (0.25 × "
+        "  beside: about the least a rebalancer can leave of the estimation strategy's own "
+        "overload, had every overload ended that long after it began (median of 1 round): 5 s 5 node-s (0.25 × "
         "plain), 10 s 10 node-s (0.50 × plain), 30 s 12 node-s (0.60 × plain)",
-        "  beside: about the least a rebalancer can leave of rebalance's overload, had every "
-        "overload ended that long after it began (median of 1 round): 5 s 5 node-s (0.25 × "
+        "  beside: about the least a rebalancer can leave of the rebalance strategy's own "
+        "overload, had every overload ended that long after it began (median of 1 round): 5 s 5 node-s (0.25 × "
         "plain), 10 s 10 node-s (0.50 × plain), 30 s 11 node-s (0.55 × plain)",
     ]
     without_plain = moves_targets([outcomes[1:]])[0]

@@ -42,8 +42,8 @@ def test_the_counts_are_read_off_the_annotators_metrics_summed_over_other_labels
         "skipped:cooldown": 4.0,
     }
     assert rebalanced(counts, 2) == (
-        "the rebalancer's 20 rounds: node-rounds over 2, waiting 8, under 150; evictions "
-        "blocked 1, evicted 3; candidates skipped cooldown 4"
+        "the rebalancer's 20 rounds: node-rounds 2 over, 8 waiting, 150 under; evictions "
+        "1 blocked, 3 evicted; candidates skipped 4 cooldown"
     )
     assert rebalancer_counts(exported(AnnotatorMetrics())) == {"rounds": 0.0}
 
@@ -57,9 +57,15 @@ def test_a_rebalancer_that_evicted_nothing_says_why() -> None:
     assert rebalanced({"rounds": 3.0, "node-rounds:under": 24.0}, 5).endswith(
         "(no node stayed above a high threshold for 5 rounds of fresh data)"
     )
+    assert rebalanced({"rounds": 0.0}, 2).endswith("(the rebalancer ran no round)")
     no_target = {"rounds": 20.0, "node-rounds:over": 3.0, "skipped:no-target": 3.0}
     assert rebalanced(no_target, 2).endswith(
-        "(nodes were over, but no node took the pods that would cover it)"
+        "(nodes were over, but no other node had room for the pods that would bring them under)"
+    )
+    refused = {**no_target, "evictions:blocked": 2.0, "evictions:throttled": 1.0}
+    assert rebalanced(refused, 2).endswith(
+        "evictions 2 blocked, 1 throttled; candidates skipped 3 no-target (nodes were over, "
+        "but the evictions asked for were refused)"
     )
     none_movable = {"rounds": 20.0, "node-rounds:over": 3.0, "skipped:daemonset": 6.0}
     assert rebalanced(none_movable, 2).endswith(
@@ -86,6 +92,9 @@ def test_a_kept_log_holds_what_was_written_since_it_was_opened(tmp_path: Path) -
         log.write("this round\n")
     target = kept.keep(tmp_path / "logs" / "round.log")
     assert target is not None and target.read_text() == "this round\n"
+    source.write_text("anew\n")  # shorter than where it was kept from: a new log
+    again = kept.keep(tmp_path / "logs" / "again.log")
+    assert again is not None and again.read_text() == "anew\n"
     missing = KeptLog.from_now(tmp_path / "descheduler.log")
     assert missing.offset == 0 and missing.keep(tmp_path / "logs" / "d.log") is None
     (tmp_path / "descheduler.log").write_text("started later\n")
