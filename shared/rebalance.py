@@ -29,7 +29,9 @@ to say, the mark a move leaves :mod:`shared.rebalance_marks`'s.
   with the pods already planned there counted) and node fit (selector, required node
   affinity, taints, requests), and
   stays under every ``high`` with the pod's usage added; the best-scored such node is its
-  target. If not every pod of the set has one, the node is left alone this round.
+  target. If a pod of the set has none, the fewest of the pods that have one are taken
+  instead: they cover the overshoot, or, falling short, still lower the node (each onto a
+  node that stays under every ``high``); the node is acted on again once its hold ends.
 - **No loops**: the node a workload's pod left carries ``loadsched.io/rebalanced-from``
   (:mod:`shared.rebalance_marks`): the extender refuses that workload's pods there until the
   mark's time (``cooldown``), which the rebalancer ends early once the node is under ``low``.
@@ -242,52 +244,29 @@ def plan_node(
 ) -> NodePlan | None:
     """The moves that bring ``observation``'s node back under ``threshold.high``, or a plan
     with none and why (``unplaced``); ``None`` when nothing is over. ``planned`` (target →
-    what moves planned this round add) is updated with the moves made."""
+    what moves planned this round add) is updated with the moves made.
+
+    When a pod of the fewest covering the overshoot has no target, the fewest of the pods that
+    have one are taken instead: they cover it, or, falling short, they still lower the node
+    (each onto a node that stays under every ``high``); the pods no node takes are in
+    ``unplaced``."""
     acting = observation.acting
     capacity = size.capacity(threshold.resource)
     if acting is None or acting.value is None or not capacity:
         return None
     overshoot = (acting.value - threshold.high) * capacity
-    chosen = fewest_covering(one_per_workload(candidates), overshoot)
+    pool = one_per_workload(candidates)
     planned = planned if planned is not None else {}
-    holdings: dict[str, list[Holding]] = {}
-    moves: list[Move] = []
-    unplaced: list[tuple[str, str]] = []
-    for pod in chosen:
-        passing: list[TargetNode] = []
-        reasons: dict[str, int] = {}
-        for target in targets:
-            if target.name == observation.node:
-                continue
-            added = planned.get(target.name, Need(0.0, 0.0))
-            why = target_reason(pod, target, thresholds, added, now, holdings.get(target.name, ()))
-            if why is None:
-                passing.append(target)
-            else:
-                reasons[why] = reasons.get(why, 0) + 1
-        if not passing:
-            summary = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
-            unplaced.append((pod.key, f"no node takes it ({summary or 'no other node'})"))
-            continue
-        target = min(passing, key=lambda t: (-t.score, t.name))  # the best score, then by name
-        name = target.name
-        added = planned.get(name, Need(0.0, 0.0))
-        planned[name] = Need(added.cpu + pod.need.cpu, added.memory + pod.need.memory)
-        holdings.setdefault(name, []).append(pod)
-        target_size = target.size.capacity(threshold.resource) or math.inf
-        after = (
-            target.values.get(threshold.metric, 0.0)
-            + planned[name].of(threshold.resource) / target_size
-        )
-        moves.append(Move(pod, name, after))
+    judged = _Placing(observation.node, threshold, targets, thresholds, now, planned)
+    moves, unplaced = judged.place(fewest_covering(pool, overshoot))
     if unplaced:
-        # a set that does not all move may not bring the node under: move none of it
-        for move in moves:
-            added = planned[move.target]
-            planned[move.target] = Need(
-                added.cpu - move.pod.need.cpu, added.memory - move.pod.need.memory
-            )
-        moves = []
+        # a set that does not all move may not bring the node under: take the fewest of the
+        # pods a node takes instead (the planning of the first set undone)
+        judged.undo(moves)
+        refused = {pod for pod, _ in unplaced}
+        placeable = [c for c in pool if c.key not in refused]
+        moves, more = judged.place(fewest_covering(placeable, overshoot))
+        unplaced += more
     return NodePlan(
         observation.node,
         threshold.metric,
@@ -298,3 +277,61 @@ def plan_node(
         tuple(moves),
         tuple(unplaced),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Placing:
+    """Targets for the pods moved off ``source``, the moves planned this round counted."""
+
+    source: str
+    threshold: Threshold
+    targets: Sequence[TargetNode]
+    thresholds: Sequence[Threshold]
+    now: datetime
+    planned: dict[str, Need]
+    """Target → what the moves planned this round add (updated)."""
+
+    def place(self, chosen: Sequence[Candidate]) -> tuple[list[Move], list[tuple[str, str]]]:
+        """Each of ``chosen`` onto the best-scored node that takes it, in turn; the moves, and
+        the pods no node takes with why."""
+        holdings: dict[str, list[Holding]] = {}
+        moves: list[Move] = []
+        unplaced: list[tuple[str, str]] = []
+        for pod in chosen:
+            passing: list[TargetNode] = []
+            reasons: dict[str, int] = {}
+            for target in self.targets:
+                if target.name == self.source:
+                    continue
+                added = self.planned.get(target.name, Need(0.0, 0.0))
+                why = target_reason(
+                    pod, target, self.thresholds, added, self.now, holdings.get(target.name, ())
+                )
+                if why is None:
+                    passing.append(target)
+                else:
+                    reasons[why] = reasons.get(why, 0) + 1
+            if not passing:
+                summary = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items()))
+                unplaced.append((pod.key, f"no node takes it ({summary or 'no other node'})"))
+                continue
+            target = min(passing, key=lambda t: (-t.score, t.name))  # the best, then by name
+            name = target.name
+            added = self.planned.get(name, Need(0.0, 0.0))
+            self.planned[name] = Need(added.cpu + pod.need.cpu, added.memory + pod.need.memory)
+            holdings.setdefault(name, []).append(pod)
+            target_size = target.size.capacity(self.threshold.resource) or math.inf
+            after = (
+                target.values.get(self.threshold.metric, 0.0)
+                + self.planned[name].of(self.threshold.resource) / target_size
+            )
+            moves.append(Move(pod, name, after))
+        return moves, unplaced
+
+    def undo(self, moves: Sequence[Move]) -> None:
+        """Take ``moves`` out of what is planned."""
+        for move in moves:
+            added = self.planned[move.target]
+            self.planned[move.target] = Need(
+                added.cpu - move.pod.need.cpu, added.memory - move.pod.need.memory
+            )

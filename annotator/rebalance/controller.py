@@ -255,22 +255,21 @@ class Rebalancer:
         )
 
     def _movable(self, plan: NodePlan) -> bool:
-        """Whether ``plan`` has moves and places for all; why not, counted and logged."""
+        """Whether ``plan`` has moves; the pods no node takes, counted and logged."""
         if plan.unplaced:
             self._metrics.rebalance_skipped.labels("no-target").inc(len(plan.unplaced))
             logger.info(
-                "node/%s: %s %.3f above %g, but not moved: %s",
+                "node/%s: %s %.3f above %g; %s: %s",
                 plan.node,
                 plan.metric,
                 plan.value,
                 plan.high,
+                f"{len(plan.moves)} other pod(s) move instead" if plan.moves else "not moved",
                 "; ".join(f"{pod}: {why}" for pod, why in plan.unplaced),
             )
-            return False
-        if not plan.moves:
+        if not plan.moves and not plan.unplaced:
             self._metrics.rebalance_skipped.labels("no-candidate").inc()
-            return False
-        return True
+        return bool(plan.moves)
 
     def _candidates(
         self, pods: Sequence[FullPod], threshold: Threshold, usage: PodUsage, now: datetime

@@ -4,6 +4,7 @@ PodDisruptionBudget's 429, dry-run, stale data, the limits, and the status it pu
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -302,6 +303,33 @@ async def test_after_n_rounds_the_fewest_pods_move_mark_first() -> None:
     before = len(api.calls())
     await rounds(controller, nodes, clock, 3)
     assert [c for c in api.calls()[before:] if "eviction" in c[1]] == []
+
+
+async def test_when_no_node_takes_the_covering_pod_the_pods_a_node_takes_move_instead(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock()
+    nodes = Nodes(clock)
+    nodes.cpu["quiet"] = 0.50  # big's 1.5 cores would take it to 0.6875, over 0.65
+    metrics = AnnotatorMetrics()
+    api = FakeAPI([pod("big", "1"), pod("small", "1"), pod("tiny", "1")])
+    usage = {("web", "big"): 1.5, ("web", "small"): 0.4, ("web", "tiny"): 0.1}
+    controller = rebalancer(api, clock, nodes, usage, metrics)
+    with caplog.at_level(logging.INFO, logger="annotator.rebalance.controller"):
+        plans = await rounds(controller, nodes, clock, 2)
+    # small and tiny fall short of the 1.2 cores over high, but still lower hot by 0.5
+    assert [(m.pod.key, m.target) for m in plans[0].moves] == [
+        ("web/small", "quiet"),
+        ("web/tiny", "quiet"),
+    ]
+    assert plans[0].unplaced == (("web/big", "no node takes it (1 would-overload)"),)
+    evicted = sorted(p for m, p in api.calls() if p.endswith("/eviction"))
+    assert evicted == [
+        "/api/v1/namespaces/web/pods/small/eviction",
+        "/api/v1/namespaces/web/pods/tiny/eviction",
+    ]
+    assert metrics.rebalance_skipped.labels("no-target")._value.get() == 1
+    assert "2 other pod(s) move instead: web/big: no node takes it" in caplog.text
 
 
 async def test_a_pod_without_a_sample_counts_at_its_request_times_the_factor() -> None:

@@ -304,6 +304,49 @@ def test_a_pod_no_node_takes_moves_nothing() -> None:
     assert plan.unplaced == (("web/big", "no node takes it (1 would-overload)"),)
 
 
+def test_when_no_node_takes_the_covering_pod_the_fewest_a_node_takes_move_instead() -> None:
+    thresholds = thresholds_of(policy())
+    # hot 0.80: 1.2 cores over 0.65. big alone covers it, but 0.50 + 1.5/8 = 0.6875 is over
+    # high on both targets; a (0.7) and b (0.6) cover it too, one on each (a then b on calm
+    # would take it to 0.50 + 1.3/8 = 0.6625); c is not needed
+    pods = [candidate("big", 1.5), candidate("a", 0.7), candidate("b", 0.6), candidate("c", 0.3)]
+    planned: dict[str, Need] = {}
+    plan = plan_node(
+        acting_node(0.80),
+        thresholds[0],
+        SIZE,
+        pods,
+        [target("quiet", 0.50), target("calm", 0.50)],
+        thresholds,
+        T0,
+        planned,
+    )
+    assert plan is not None
+    assert [(m.pod.facts.name, m.target) for m in plan.moves] == [("a", "calm"), ("b", "quiet")]
+    assert plan.unplaced == (("web/big", "no node takes it (2 would-overload)"),)
+    # only the moves made are planned: big's, tried first, was undone
+    assert planned["calm"].cpu == pytest.approx(0.7)
+    assert planned["quiet"].cpu == pytest.approx(0.6)
+
+
+def test_pods_that_fall_short_of_the_overshoot_still_move_when_nothing_covers_it() -> None:
+    thresholds = thresholds_of(policy())
+    plan = plan_node(
+        acting_node(0.80),
+        thresholds[0],
+        SIZE,
+        [candidate("big", 1.5), candidate("a", 0.7)],
+        [target("quiet", 0.50)],
+        thresholds,
+        T0,
+    )
+    assert plan is not None
+    # a lowers hot by 0.7 of the 1.2 cores over: better than leaving it at 0.80
+    assert [(m.pod.facts.name, m.target) for m in plan.moves] == [("a", "quiet")]
+    assert plan.moves[0].value_after == pytest.approx(0.50 + 0.7 / 8)
+    assert [pod for pod, _ in plan.unplaced] == ["web/big"]
+
+
 def test_a_node_the_workload_left_lately_is_no_target() -> None:
     thresholds = thresholds_of(policy())
     marks = {"web/ReplicaSet/big": T0 + timedelta(minutes=5)}
