@@ -69,6 +69,19 @@ def _git(*args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
+def _revision() -> str:
+    """The checked-out commit, ``+changes`` if tracked files differ from it."""
+    commit = _git("rev-parse", "--short=12", "HEAD")
+    if commit and _git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+changes"
+    return commit
+
+
+STARTED_ON = _revision()
+"""The commit of the code this process loaded, read when it started: a commit made while a
+long bench runs is not what it ran."""
+
+
 def machine() -> dict[str, object]:
     model = ""
     try:
@@ -87,13 +100,12 @@ def machine() -> dict[str, object]:
 
 
 def record(bench: str, figures: list[Figure], *, quick: bool = False, cluster: bool = True) -> Path:
-    """Write ``out/results/<bench>.json`` for this run (replacing the last one's). A run on a
+    """Write ``out/results/<bench>.json`` for this run (replacing the last one's), with the
+    commit the process started on (:data:`STARTED_ON`). A run on a
     Kubernetes release other than the default (``LOADSCHED_KUBE_VERSION``) is kept apart, as
     ``<bench>@<release>.json``, and says so in its command; ``cluster=False`` for a bench that
     starts none."""
-    commit = _git("rev-parse", "--short=12", "HEAD")
-    if commit and _git("status", "--porcelain", "--untracked-files=no"):
-        commit += "+changes"
+    commit = STARTED_ON
     release, default = (selected_version(), kube_version()) if cluster else (None, None)
     command = ["python -m bench." + Path(sys.argv[0]).stem, *sys.argv[1:]]
     if release != default:

@@ -177,3 +177,14 @@ def test_drop_removes_a_kept_section_and_refuses_an_unknown_one(
     with pytest.raises(SystemExit):
         results_page.main(["--drop", "dispatch"])
     assert "--drop: no kept section dispatch; kept: extender" in capsys.readouterr().err
+
+
+def test_a_result_names_the_commit_its_process_started_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "STARTED_ON", "0123456789ab")
+    # a commit made while the bench ran: not what it ran
+    monkeypatch.setattr(results, "_git", lambda *args: "fedcba987654")
+    record("quota", [measured(target("quota", "admitted-p99"), 10.0)])
+    assert json.loads((tmp_path / "quota.json").read_text())["commit"] == "0123456789ab"
