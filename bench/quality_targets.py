@@ -389,8 +389,8 @@ def reaction_floor(rounds: Sequence[Sequence[Outcome]], *, plain: float | None) 
             floors.append(f"{after:g} s {left:.0f} node-s{of_plain}")
         lines.append(
             f"  beside: about the least a rebalancer can leave of the {key} strategy's own "
-            "overload, had every "
-            f"overload ended that long after it began (median of {len(recordings)} "
+            "overload, had every overload ended that long after it began (median of "
+            f"{len(recordings)} "
             f"round{'s' * (len(recordings) > 1)}): " + ", ".join(floors)
         )
     return lines

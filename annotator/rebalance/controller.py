@@ -267,7 +267,7 @@ class Rebalancer:
                 f"{len(plan.moves)} other pod(s) move instead" if plan.moves else "not moved",
                 "; ".join(f"{pod}: {why}" for pod, why in plan.unplaced),
             )
-        if not plan.moves and not plan.unplaced:
+        elif not plan.moves:
             self._metrics.rebalance_skipped.labels("no-candidate").inc()
         return bool(plan.moves)
 
