@@ -32,6 +32,7 @@ from bench.quality_strategies import (
     EVICTIONS_PER_NODE,
     REBALANCE_PERIOD,
     Strategy,
+    with_rebalance_high,
 )
 from sandbox import kwok
 from sandbox.cluster import Sandbox
@@ -238,6 +239,9 @@ class Harness:
     """Where the logs of each round of the strategies that evict (loadsched's annotator, which
     runs the rebalancer, and the descheduler) are kept, named by strategy and seed; ``None``:
     not kept."""
+    rebalance_high: float = CPU_LIMIT
+    """The rebalancer's and the descheduler's ``high`` on CPU (and the rebalancer's on memory);
+    ``low`` is 0.8 × it for both."""
 
     def background_levels(self) -> dict[str, dict[str, float]]:
         return {n: {"cpu": b.cpu, "mem": b.memory} for n, b in self.background.items()}
@@ -274,7 +278,8 @@ class Harness:
     def start(self, strategy: Strategy) -> tuple[str | None, str]:
         """Start the strategy's annotator, extender (if it uses one, or the minimal one) and
         kube-scheduler; loadsched's extender's URL (``None`` without it) and the annotator's."""
-        extender_policy, annotator_policy = strategy.write(self.folder)
+        written = with_rebalance_high(strategy, self.rebalance_high)
+        extender_policy, annotator_policy = written.write(self.folder)
         since = datetime.now(UTC).replace(microsecond=0)
         annotator = self.box.start_annotator(
             prometheus_url=self.stack.prometheus.url,
@@ -306,8 +311,8 @@ class Harness:
                 self.stack,
                 self.nodes,
                 rule="cpu_usage_avg_1m",
-                low=round(LOW_OF_HIGH * CPU_LIMIT, 6),
-                high=CPU_LIMIT,
+                low=round(LOW_OF_HIGH * self.rebalance_high, 6),
+                high=self.rebalance_high,
                 per_node=EVICTIONS_PER_NODE,
                 interval=REBALANCE_PERIOD,
                 folder=self.folder / "descheduler",

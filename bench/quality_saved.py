@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.quality_report import recorded, replayed
 from bench.quality_run import Outcome
+from bench.quality_strategies import CPU_LIMIT
 from bench.quality_traces import SEED, SHAPES, trace_settings
 from sandbox.workload import TraceShape
 
@@ -23,18 +24,26 @@ class SavedRunError(ValueError):
 @dataclass(frozen=True)
 class Played:
     """The trace a run played: its name, first seed (round r played ``seed + r``), share of
-    growing pods and the seconds it played once arrivals stopped."""
+    growing pods and the seconds it played once arrivals stopped; and the ``high`` its movers
+    acted at (``--rebalance-high``; runs saved before it acted at the limit)."""
 
     trace: str
     seed: int
     growth: float
     drain: float
+    rebalance_high: float = CPU_LIMIT
 
     def shape(self) -> TraceShape:
         return trace_settings(self.trace, growth=self.growth, drain=self.drain)[0]
 
     def as_json(self) -> dict[str, object]:
-        return {"trace": self.trace, "seed": self.seed, "growth": self.growth, "drain": self.drain}
+        return {
+            "trace": self.trace,
+            "seed": self.seed,
+            "growth": self.growth,
+            "drain": self.drain,
+            "rebalance_high": self.rebalance_high,
+        }
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class Asked:
     seed: int | None
     growth: float | None
     drain: float | None = None
+    rebalance_high: float | None = None
 
 
 def save_run(path: Path, rounds: Sequence[Sequence[Outcome]], played: Played) -> None:
@@ -86,11 +96,12 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
         plays.append((path, played))
         rounds += run
         seeds += [played.seed + r for r in range(len(run))]
-    kinds = {(p.trace, p.growth, p.drain) for _, p in plays}
+    kinds = {(p.trace, p.growth, p.drain, p.rebalance_high) for _, p in plays}
     if len(kinds) > 1:
         described = "; ".join(f"{path}: {_described(p)}" for path, p in plays)
         raise SavedRunError(
-            f"--from: the runs played different traces ({described}); pool runs of one trace"
+            f"--from: the runs played different traces or movers' highs ({described}); pool "
+            "runs of one trace and high"
         )
     return rounds, seeds, plays[0][1]
 
@@ -108,16 +119,26 @@ def _check(path: Path, played: Played, asked: Asked) -> None:
         raise SavedRunError(
             f"--from: {path} played drain {played.drain:g}, not --drain {asked.drain:g}"
         )
+    if asked.rebalance_high is not None and asked.rebalance_high != played.rebalance_high:
+        raise SavedRunError(
+            f"--from: {path} moved pods at high {played.rebalance_high:g}, not "
+            f"--rebalance-high {asked.rebalance_high:g}"
+        )
 
 
 def _as_asked(asked: Asked) -> Played:
     trace = asked.trace or "full"
     shape, drain, _ = trace_settings(trace, growth=asked.growth, drain=asked.drain)
-    return Played(trace, SEED if asked.seed is None else asked.seed, shape.growth_share, drain)
+    high = CPU_LIMIT if asked.rebalance_high is None else asked.rebalance_high
+    seed = SEED if asked.seed is None else asked.seed
+    return Played(trace, seed, shape.growth_share, drain, high)
 
 
 def _described(played: Played) -> str:
-    return f"the {played.trace} trace, growth {played.growth:g}, drain {played.drain:g}"
+    return (
+        f"the {played.trace} trace, growth {played.growth:g}, drain {played.drain:g}, "
+        f"rebalance high {played.rebalance_high:g}"
+    )
 
 
 def _rounds(body: Any) -> list[list[Outcome]]:
@@ -134,7 +155,8 @@ def _played(body: Any) -> Played:
         raise ValueError(f"played.trace: {trace!r} is not one of {', '.join(SHAPES)}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"played.seed: {seed!r} is not a whole number")
-    for field, value in (("growth", growth), ("drain", drain)):
+    high = body.get("rebalance_high", CPU_LIMIT)
+    for field, value in (("growth", growth), ("drain", drain), ("rebalance_high", high)):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"played.{field}: {value!r} is not a number")
-    return Played(trace, seed, float(growth), float(drain))
+    return Played(trace, seed, float(growth), float(drain), float(high))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +185,19 @@ REBALANCE = {
 """The rebalancer on the bench's 1-minute metrics: thresholds from the predicates (high = the
 limit, low = 0.8 × it), two rounds of fresh data over ``high`` (30 s), at most two pods per node
 per round as the descheduler's ``evictionLimits.node``; the cooldown outlasts the trace."""
+
+
+def with_rebalance_high(strategy: Strategy, high: float) -> Strategy:
+    """``strategy`` with its rebalancer's ``high`` on both 1-minute averages at ``high``
+    (``low`` 0.8 × it, as by default) rather than at the limits: the rebalancer keeps
+    headroom under them. Unchanged without a rebalancer or at the limit."""
+    if strategy.rebalance is None or high == CPU_LIMIT == MEMORY_LIMIT:
+        return strategy
+    thresholds = [
+        {"metric": "cpu_usage_avg_1m", "high": high},
+        {"metric": "mem_usage_avg_1m", "high": high},
+    ]
+    return replace(strategy, rebalance={**strategy.rebalance, "thresholds": thresholds})
 
 
 STRATEGIES = (

@@ -28,6 +28,7 @@ from bench.quality_report import (
 from bench.quality_run import Outcome, decision_counts, scheduler_seconds, verb_seconds
 from bench.quality_strategies import (
     BY_KEY,
+    CPU_LIMIT,
     DEFAULT,
     EVICTIONS_PER_NODE,
     HOT_VALUE,
@@ -35,6 +36,7 @@ from bench.quality_strategies import (
     STRATEGIES,
     SYNC,
     WINDOW,
+    with_rebalance_high,
 )
 from bench.quality_targets import (
     figures,
@@ -505,6 +507,32 @@ def test_the_rebalancer_runs_on_estimations_policy_with_thresholds_from_its_limi
     both = BY_KEY["loadsched+descheduler"]
     assert both.spec == BY_KEY["estimation"].spec and both.descheduler and both.rebalance is None
     assert BY_KEY["descheduler"].spec is None and BY_KEY["descheduler"].descheduler
+
+
+def test_another_rebalance_high_sets_both_averages_and_leaves_the_rest() -> None:
+    rebalance = BY_KEY["rebalance"]
+    moved = with_rebalance_high(rebalance, 0.6)
+    policy = parse_policy(moved.annotator_policy())
+    assert [(t.metric, t.high, t.low) for t in thresholds_of(policy)] == [
+        ("cpu_usage_avg_1m", 0.6, 0.48),
+        ("mem_usage_avg_1m", 0.6, 0.48),
+    ]
+    assert moved.cannot_run() is None and moved.spec == rebalance.spec
+    assert policy.spec.rebalance.limits.per_node == EVICTIONS_PER_NODE
+    assert with_rebalance_high(rebalance, CPU_LIMIT) is rebalance
+    assert with_rebalance_high(BY_KEY["estimation"], 0.6) is BY_KEY["estimation"]
+
+
+@pytest.mark.parametrize("text", ["0", "-0.1", "1.2", "nan", "high"])
+def test_a_rebalance_high_that_is_not_a_share_is_refused_naming_the_flag(
+    text: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import quality
+
+    monkeypatch.setattr("sys.argv", ["quality.py", "--rebalance-high", text])
+    with pytest.raises(SystemExit):
+        quality.main()
+    assert f"--rebalance-high: {text!r} is not a share over 0, to 1" in capsys.readouterr().err
 
 
 def test_the_descheduler_reads_the_same_rule_per_node_name_and_the_same_thresholds() -> None:

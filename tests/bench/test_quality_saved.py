@@ -109,6 +109,38 @@ def test_runs_of_different_traces_are_not_pooled(tmp_path: Path) -> None:
         pooled([drift, longer], Asked(None, None, None))
 
 
+def test_runs_at_different_rebalance_highs_are_not_pooled_and_a_flag_must_agree(
+    tmp_path: Path,
+) -> None:
+    headroom = Played("drift", 11, 0.4, 150.0, 0.6)
+    at_limit, under = saved(tmp_path, "a.json", DRIFT), saved(tmp_path, "b.json", headroom)
+    assert load_run(under)[1] == headroom
+    with pytest.raises(SavedRunError) as refused:
+        pooled([at_limit, under], Asked(None, None, None))
+    assert "rebalance high 0.7" in str(refused.value)
+    assert "rebalance high 0.6" in str(refused.value)
+    with pytest.raises(SavedRunError, match="moved pods at high 0.6, not --rebalance-high 0.7"):
+        pooled([under], Asked(None, None, None, None, 0.7))
+    assert pooled([under], Asked(None, None, None, None, 0.6))[2] == headroom
+
+
+def test_a_run_saved_before_rebalance_high_was_kept_acted_at_the_limit(tmp_path: Path) -> None:
+    path = saved(tmp_path, "run.json", DRIFT)
+    body = json.loads(path.read_text())
+    del body["played"]["rebalance_high"]
+    path.write_text(json.dumps(body))
+    assert load_run(path)[1] == Played("drift", 11, 0.4, 150.0, 0.7)
+
+
+def test_a_run_at_another_rebalance_high_is_reported_as_such_and_not_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = saved(tmp_path, "run.json", Played("drift", 11, 0.4, 150.0, 0.6))
+    monkeypatch.setattr("sys.argv", ["quality.py", "--from", str(path), "--out", str(tmp_path)])
+    quality.main()
+    assert "act at 60% of a node (low 48%) rather than at the limits" in capsys.readouterr().out
+
+
 def test_runs_of_one_trace_pool_with_each_runs_own_seeds(tmp_path: Path) -> None:
     first = saved(tmp_path, "a.json", DRIFT, rounds=2)
     second = saved(tmp_path, "b.json", Played("drift", 20, 0.4, 150.0))
