@@ -76,6 +76,7 @@ from bench.quality_strategies import (
     CPU_LIMIT,
     DEFAULT,
     DELAY,
+    EVICTING,
     HOT_VALUE,
     MEMORY_LIMIT,
     PERIOD,
@@ -207,7 +208,7 @@ def main() -> int:
         "--rebalance-high",
         type=high_share,
         default=None,
-        help=f"the share of a node (0..1) at which the rebalancer and the descheduler act on "
+        help=f"the share of a node (over 0, to 1) at which the rebalancer and the descheduler act on "
         f"the 1-minute averages, low 0.8 × it (default the limits, {CPU_LIMIT * 100:.0f}%%); a run at "
         "another is not recorded as the bench's result",
     )
@@ -236,6 +237,8 @@ def main() -> int:
             parser.error(str(e))
         traces = [make_trace(played.shape(), seed=seed) for seed in seeds]
         return report(rounds, traces, played, out, started, save=False)
+    if options.rebalance_high is not None and not set(options.strategies) & set(EVICTING):
+        parser.error(f"--rebalance-high: no strategy that moves pods ({', '.join(EVICTING)})")
     name = asked or "full"
     shape, drain, _ = trace_settings(name, growth=options.growth, drain=options.drain)
     seed = SEED if options.seed is None else options.seed
@@ -378,21 +381,22 @@ def rounds_count(text: str) -> int:
     return count
 
 
-def high_share(text: str) -> float:
+def _number(text: str) -> float:
     try:
-        share = float(text)
+        return float(text)
     except ValueError:
-        share = math.nan
+        return math.nan
+
+
+def high_share(text: str) -> float:
+    share = _number(text)
     if not 0 < share <= 1:
         raise argparse.ArgumentTypeError(f"--rebalance-high: {text!r} is not a share over 0, to 1")
     return share
 
 
 def growth_share(text: str) -> float:
-    try:
-        share = float(text)
-    except ValueError:
-        share = math.nan
+    share = _number(text)
     if not 0 <= share <= 1:
         raise argparse.ArgumentTypeError(f"--growth: {text!r} is not a share 0..1")
     return share

@@ -32,6 +32,7 @@ from bench.quality_strategies import (
     EVICTIONS_PER_NODE,
     REBALANCE_PERIOD,
     Strategy,
+    descheduler_thresholds,
     with_rebalance_high,
 )
 from sandbox import kwok
@@ -46,7 +47,6 @@ from shared.kube.config import load_endpoint
 from shared.kube.watching import Reflector
 from shared.load_model import WITH_POD
 from shared.pods import POD_DECODER, Pod
-from shared.rebalance_policy import LOW_OF_HIGH
 
 SCHEDULER_NAME = "quality"
 LABEL = "app=quality"
@@ -306,13 +306,14 @@ class Harness:
                 f"quality-{strategy.label}", scheduler_name=SCHEDULER_NAME, extender=spec
             )
         if strategy.descheduler:
+            low, high = descheduler_thresholds(self.rebalance_high)
             descheduler.start(
                 self.box,
                 self.stack,
                 self.nodes,
                 rule="cpu_usage_avg_1m",
-                low=round(LOW_OF_HIGH * self.rebalance_high, 6),
-                high=self.rebalance_high,
+                low=low,
+                high=high,
                 per_node=EVICTIONS_PER_NODE,
                 interval=REBALANCE_PERIOD,
                 folder=self.folder / "descheduler",

@@ -82,8 +82,9 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
     """The rounds of every saved run, the seed each round played, and the one trace they all
     played. A run that names its trace is read as that trace: a flag that says otherwise is
     refused, naming it. A run that does not is read as the flags say (defaults: the burst
-    trace, :data:`~bench.quality_traces.SEED`). Runs of different traces, growth or drain are
-    not pooled."""
+    trace, :data:`~bench.quality_traces.SEED`), at the limits' rebalance high (it predates
+    ``--rebalance-high``). Runs of different traces, growth, drain or rebalance high are not
+    pooled."""
     rounds: list[list[Outcome]] = []
     seeds: list[int] = []
     plays: list[tuple[Path, Played]] = []
@@ -91,8 +92,7 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
         run, played = load_run(path)
         if played is None:
             played = _as_asked(asked)
-        else:
-            _check(path, played, asked)
+        _check(path, played, asked)
         plays.append((path, played))
         rounds += run
         seeds += [played.seed + r for r in range(len(run))]
@@ -100,8 +100,8 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
     if len(kinds) > 1:
         described = "; ".join(f"{path}: {_described(p)}" for path, p in plays)
         raise SavedRunError(
-            f"--from: the runs played different traces or movers' highs ({described}); pool "
-            "runs of one trace and high"
+            f"--from: the runs played different traces or rebalance highs ({described}); pool "
+            "runs of one trace and rebalance high"
         )
     return rounds, seeds, plays[0][1]
 
@@ -121,7 +121,7 @@ def _check(path: Path, played: Played, asked: Asked) -> None:
         )
     if asked.rebalance_high is not None and asked.rebalance_high != played.rebalance_high:
         raise SavedRunError(
-            f"--from: {path} moved pods at high {played.rebalance_high:g}, not "
+            f"--from: {path} played rebalance high {played.rebalance_high:g}, not "
             f"--rebalance-high {asked.rebalance_high:g}"
         )
 
@@ -129,9 +129,8 @@ def _check(path: Path, played: Played, asked: Asked) -> None:
 def _as_asked(asked: Asked) -> Played:
     trace = asked.trace or "full"
     shape, drain, _ = trace_settings(trace, growth=asked.growth, drain=asked.drain)
-    high = CPU_LIMIT if asked.rebalance_high is None else asked.rebalance_high
     seed = SEED if asked.seed is None else asked.seed
-    return Played(trace, seed, shape.growth_share, drain, high)
+    return Played(trace, seed, shape.growth_share, drain, CPU_LIMIT)
 
 
 def _described(played: Played) -> str:

@@ -18,6 +18,7 @@ import yaml
 from sandbox.build import minimal_extender_binary, trimaran_binary
 from shared.errors import ConfigError
 from shared.policy import parse_policy
+from shared.rebalance_policy import LOW_OF_HIGH
 
 RULES = Path(__file__).with_name("quality_rules.yaml")
 PERIOD = "15s"
@@ -185,6 +186,12 @@ REBALANCE = {
 """The rebalancer on the bench's 1-minute metrics: thresholds from the predicates (high = the
 limit, low = 0.8 × it), two rounds of fresh data over ``high`` (30 s), at most two pods per node
 per round as the descheduler's ``evictionLimits.node``; the cooldown outlasts the trace."""
+
+
+def descheduler_thresholds(high: float) -> tuple[float, float]:
+    """The descheduler's ``low`` and ``high`` at the rebalance high ``high``: the rebalancer's
+    own (``low`` 0.8 × ``high``)."""
+    return round(LOW_OF_HIGH * high, 6), high
 
 
 def with_rebalance_high(strategy: Strategy, high: float) -> Strategy:

@@ -347,8 +347,8 @@ def averaged_lines(rounds: Sequence[Sequence[Outcome]]) -> list[str]:
         return []
     shown = ", ".join(f"{key} {statistics.median(v):.0f}" for key, v in seen.items())
     return [
-        "  beside: node-seconds a 1-minute average was above a limit (what the rebalancer "
-        f"acts on, not the swings within a minute), median: {shown}"
+        "  beside: node-seconds a 1-minute average was above a limit (the overload the "
+        f"averages show, not the swings within a minute), median: {shown}"
     ]
 
 

@@ -32,10 +32,12 @@ from bench.quality_strategies import (
     DEFAULT,
     EVICTIONS_PER_NODE,
     HOT_VALUE,
+    MEMORY_LIMIT,
     RULES,
     STRATEGIES,
     SYNC,
     WINDOW,
+    descheduler_thresholds,
     with_rebalance_high,
 )
 from bench.quality_targets import (
@@ -469,6 +471,53 @@ def test_a_drift_run_judges_the_rebalancers_targets_and_records_them_apart(
     assert bench == "quality-drift" and keys and all("rebalance" in key for key in keys)
 
 
+def test_a_run_at_another_rebalance_high_is_saved_with_it_and_not_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import quality
+    from bench.quality_saved import Played, load_run
+    from bench.quality_traces import DRIFT, DRIFT_DRAIN
+
+    outcomes = [
+        run("plain", [0.9] * 20 + [0.1] * 80, [1.0]),
+        evicting("rebalance", 1, Moves(evictions=3)),
+        evicting("descheduler", 15, Moves(evictions=4)),
+    ]
+    kept: list[str] = []
+    monkeypatch.setattr(quality, "record", lambda bench, *_, **__: kept.append(bench))
+    monkeypatch.setattr(quality, "render_png", lambda *_: "chart")
+    traces = [make_trace(DRIFT, seed=7)]
+    for high in (0.6, CPU_LIMIT):
+        played = Played("drift", 7, DRIFT.growth_share, DRIFT_DRAIN, high)
+        quality.report([outcomes], traces, played, tmp_path, 0.0, save=True)
+        assert load_run(tmp_path / "quality.json")[1] == played
+        noted = "act at 60% of a node (low 48%) rather than at the limits"
+        assert (noted in (tmp_path / "quality.html").read_text()) is (high == 0.6)
+        assert (noted in capsys.readouterr().out) is (high == 0.6)
+    assert kept == ["quality-drift"]  # the run at the limits alone
+
+
+def test_rebalance_high_without_a_strategy_that_moves_pods_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import quality
+
+    argv = ["quality.py", "--drift", "--strategies", "plain,estimation", "--rebalance-high", "0.6"]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit):
+        quality.main()
+    assert "--rebalance-high: no strategy that moves pods (rebalance, " in capsys.readouterr().err
+
+
+def test_the_descheduler_acts_at_the_rebalancers_thresholds() -> None:
+    assert descheduler_thresholds(0.6) == (0.48, 0.6)
+    rebalance = parse_policy(BY_KEY["rebalance"].annotator_policy())
+    [cpu, _] = thresholds_of(rebalance)
+    assert descheduler_thresholds(CPU_LIMIT) == (cpu.low, cpu.high)
+    # one rebalance high stands for both limits (with_rebalance_high, Played)
+    assert CPU_LIMIT == MEMORY_LIMIT
+
+
 def test_drift_and_quick_are_two_traces_not_one(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -620,8 +669,8 @@ def test_beside_the_rebalancers_targets_the_least_any_rebalancer_could_leave() -
     # = 18.6 > 0.7 × 26); the rebalance round's 11 s for 3 more (9.9 + 0.3 > 0.7 × 14);
     # estimation's 12 s after 10 s at 10 % never lift it there (1 + 12 × 0.9 < 0.7 × 22)
     assert (
-        "  beside: node-seconds a 1-minute average was above a limit (what the rebalancer acts "
-        "on, not the swings within a minute), median: plain 26, estimation 0, rebalance 14"
+        "  beside: node-seconds a 1-minute average was above a limit (the overload the averages "
+        "show, not the swings within a minute), median: plain 26, estimation 0, rebalance 14"
     ) in lines
     floor = [line for line in lines if "the least a rebalancer can leave" in line]
     assert floor == [

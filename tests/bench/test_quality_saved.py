@@ -119,7 +119,7 @@ def test_runs_at_different_rebalance_highs_are_not_pooled_and_a_flag_must_agree(
         pooled([at_limit, under], Asked(None, None, None))
     assert "rebalance high 0.7" in str(refused.value)
     assert "rebalance high 0.6" in str(refused.value)
-    with pytest.raises(SavedRunError, match="moved pods at high 0.6, not --rebalance-high 0.7"):
+    with pytest.raises(SavedRunError, match="played rebalance high 0.6, not --rebalance-high 0.7"):
         pooled([under], Asked(None, None, None, None, 0.7))
     assert pooled([under], Asked(None, None, None, None, 0.6))[2] == headroom
 
@@ -132,7 +132,14 @@ def test_a_run_saved_before_rebalance_high_was_kept_acted_at_the_limit(tmp_path:
     assert load_run(path)[1] == Played("drift", 11, 0.4, 150.0, 0.7)
 
 
-def test_a_run_at_another_rebalance_high_is_reported_as_such_and_not_recorded(
+def test_a_run_saved_before_runs_named_their_trace_acted_at_the_limits(tmp_path: Path) -> None:
+    path = saved(tmp_path, "old.json", None)
+    assert pooled([path], Asked(None, None, None))[2].rebalance_high == 0.7
+    with pytest.raises(SavedRunError, match="played rebalance high 0.7, not --rebalance-high 0.6"):
+        pooled([path], Asked(None, None, None, None, 0.6))
+
+
+def test_a_run_at_another_rebalance_high_is_reported_as_such(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = saved(tmp_path, "run.json", Played("drift", 11, 0.4, 150.0, 0.6))
