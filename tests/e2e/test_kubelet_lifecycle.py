@@ -266,7 +266,14 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
         assert evict(sandbox, kept) == 429
         assert not meta_of(sandbox.core.read_namespaced_pod(kept, namespace)).deletion_timestamp
 
-        # a budget of one: one eviction passes, a second one at once is refused
+        # a budget of one: one eviction passes, a second one is refused. From here on the
+        # replacements find no node, so the budget cannot count one of them healthy between
+        # the two evictions (a replacement running in time would rightly let the second pass).
+        apps.patch_namespaced_replica_set(
+            "evicted",
+            namespace,
+            {"spec": {"template": {"spec": {"nodeSelector": {"loadsched.io/test": "nowhere"}}}}},
+        )
         policy.patch_namespaced_pod_disruption_budget(
             "evicted", namespace, {"spec": {"minAvailable": 2}}
         )
@@ -274,7 +281,16 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
         first, second = (name_of(p) for p in running(sandbox, "evicted")[:2])
         assert evict(sandbox, first) == 201
         assert evict(sandbox, second) == 429
-        wait_for(lambda: len(running(sandbox, "evicted")) == 3, timeout=60, what="a replacement")
+        assert not meta_of(sandbox.core.read_namespaced_pod(second, namespace)).deletion_timestamp
+
+        def replacement_waiting() -> bool:
+            return any(
+                status_of(p).phase == "Pending" and not spec_of(p).node_name
+                for p in pods(sandbox, "evicted")
+            )
+
+        wait_for(replacement_waiting, timeout=60, what="a replacement, waiting for a node")
+        assert evict(sandbox, second) == 429
     finally:
         policy.delete_collection_namespaced_pod_disruption_budget(namespace)
         apps.delete_collection_namespaced_replica_set(namespace)
