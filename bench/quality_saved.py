@@ -84,7 +84,9 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
     refused, naming it. A run that does not is read as the flags say (defaults: the burst
     trace, :data:`~bench.quality_traces.SEED`), at the limits' rebalance high (it predates
     ``--rebalance-high``). Runs of different traces, growth, drain or rebalance high are not
-    pooled."""
+    pooled. Rounds of one seed played by different strategies (runs of ``--strategies`` in
+    pieces) are one round, side by side, as one run would have played them; a strategy that
+    played a seed again starts a round of its own."""
     rounds: list[list[Outcome]] = []
     seeds: list[int] = []
     plays: list[tuple[Path, Played]] = []
@@ -94,8 +96,8 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
             played = _as_asked(asked)
         _check(path, played, asked)
         plays.append((path, played))
-        rounds += run
-        seeds += [played.seed + r for r in range(len(run))]
+        for number, outcomes in enumerate(run):
+            _join(rounds, seeds, played.seed + number, outcomes)
     kinds = {(p.trace, p.growth, p.drain, p.rebalance_high) for _, p in plays}
     if len(kinds) > 1:
         described = "; ".join(f"{path}: {_described(p)}" for path, p in plays)
@@ -104,6 +106,20 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
             "runs of one trace and rebalance high"
         )
     return rounds, seeds, plays[0][1]
+
+
+def _join(
+    rounds: list[list[Outcome]], seeds: list[int], seed: int, outcomes: list[Outcome]
+) -> None:
+    """Add ``outcomes`` (one round of ``seed``) to the first round of that seed that none of
+    their strategies played yet, or as a new round."""
+    keys = {o.strategy.key for o in outcomes}
+    for index, (joined, played) in enumerate(zip(rounds, seeds, strict=True)):
+        if played == seed and not keys & {o.strategy.key for o in joined}:
+            rounds[index] = [*joined, *outcomes]
+            return
+    rounds.append(list(outcomes))
+    seeds.append(seed)
 
 
 def _check(path: Path, played: Played, asked: Asked) -> None:

@@ -26,8 +26,14 @@ def outcome(key: str, over: int) -> Outcome:
     return Outcome(BY_KEY[key], recording, [0.5, 1.0], pending=0, created=2)
 
 
-def saved(folder: Path, name: str, played: Played | None, rounds: int = 1) -> Path:
-    run = [[outcome("plain", 10), outcome("estimation", 3)] for _ in range(rounds)]
+def saved(
+    folder: Path,
+    name: str,
+    played: Played | None,
+    rounds: int = 1,
+    keys: tuple[str, ...] = ("plain", "estimation"),
+) -> Path:
+    run = [[outcome(key, 10 - 7 * index) for index, key in enumerate(keys)] for _ in range(rounds)]
     path = folder / name
     if played is None:  # saved before runs named their trace
         path.write_text(json.dumps([[recorded(o) for o in outcomes] for outcomes in run]))
@@ -153,6 +159,18 @@ def test_runs_of_one_trace_pool_with_each_runs_own_seeds(tmp_path: Path) -> None
     second = saved(tmp_path, "b.json", Played("drift", 20, 0.4, 150.0))
     rounds, seeds, played = pooled([first, second], Asked(None, None, None))
     assert (len(rounds), seeds, played.trace) == (3, [11, 12, 20], "drift")
+
+
+def test_pieces_of_one_seed_pool_into_one_round_and_a_replay_into_its_own(
+    tmp_path: Path,
+) -> None:
+    first = saved(tmp_path, "a.json", DRIFT, rounds=2)
+    piece = saved(tmp_path, "b.json", DRIFT, keys=("hot-only",))
+    again = saved(tmp_path, "c.json", DRIFT, keys=("plain",))
+    rounds, seeds, _ = pooled([first, piece, again], Asked(None, None, None))
+    keys = [[o.strategy.key for o in outcomes] for outcomes in rounds]
+    assert seeds == [11, 12, 11]
+    assert keys == [["plain", "estimation", "hot-only"], ["plain", "estimation"], ["plain"]]
 
 
 def test_a_run_saved_before_runs_named_their_trace_is_read_as_the_flags_say(
