@@ -250,12 +250,12 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
             namespace, sent_as(k8s.V1PodDisruptionBudget, budget)
         )
 
-        def healthy(expected: int) -> Callable[[], bool]:
+        def healthy(expected: int, pods_healthy: int = 3) -> Callable[[], bool]:
             def check() -> bool:
                 status = policy.read_namespaced_pod_disruption_budget("evicted", namespace).status
                 return (
                     status is not None
-                    and status.current_healthy == 3
+                    and status.current_healthy == pods_healthy
                     and status.disruptions_allowed == expected
                 )
 
@@ -274,6 +274,13 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
             namespace,
             {"spec": {"template": {"spec": {"nodeSelector": {"loadsched.io/test": "nowhere"}}}}},
         )
+
+        def template_seen() -> bool:
+            replicas = apps.read_namespaced_replica_set("evicted", namespace)
+            observed = status_of(replicas).observed_generation
+            return observed is not None and observed >= (meta_of(replicas).generation or 0)
+
+        wait_for(template_seen, timeout=60, what="the ReplicaSet to see its new template")
         policy.patch_namespaced_pod_disruption_budget(
             "evicted", namespace, {"spec": {"minAvailable": 2}}
         )
@@ -290,6 +297,8 @@ def test_evictions_are_graceful_honour_budgets_and_are_replaced(
             )
 
         wait_for(replacement_waiting, timeout=60, what="a replacement, waiting for a node")
+        # once the budget has counted again, the waiting replacement is not healthy
+        wait_for(healthy(0, pods_healthy=2), timeout=60, what="the budget to count 2 healthy")
         assert evict(sandbox, second) == 429
     finally:
         policy.delete_collection_namespaced_pod_disruption_budget(namespace)
