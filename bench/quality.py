@@ -49,8 +49,8 @@ the trace the run names (a flag that says otherwise is refused; a run saved befo
 their trace is read as ``--seed``, ``--quick``/``--drift``, ``--growth`` and ``--drain`` say).
 Given several saved runs of one trace (runs of different traces, growth or drain are refused),
 it pools their rounds and judges the targets on each strategy's median over all of them, a
-verdict less at the mercy of one run's spread; pieces run with ``--strategies`` on the same
-seeds are joined into one round per seed.
+verdict less at the mercy of one run's spread; pieces run with ``--strategies`` from the same
+``--seed`` are joined into one round per seed.
 """
 
 from __future__ import annotations

@@ -84,11 +84,12 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
     refused, naming it. A run that does not is read as the flags say (defaults: the burst
     trace, :data:`~bench.quality_traces.SEED`), at the limits' rebalance high (it predates
     ``--rebalance-high``). Runs of different traces, growth, drain or rebalance high are not
-    pooled. Rounds of one seed played by different strategies (runs of ``--strategies`` in
-    pieces) are one round, side by side, as one run would have played them; a strategy that
-    played a seed again starts a round of its own."""
+    pooled. The rounds one run's start played on one seed (runs of ``--strategies`` in pieces,
+    from the same ``--seed``: a run's node background follows its first seed) are one round,
+    the strategies side by side; a strategy that played that round again is in a round of
+    its own, and one the piece skipped gives way to one that ran."""
     rounds: list[list[Outcome]] = []
-    seeds: list[int] = []
+    places: list[tuple[int, int]] = []
     plays: list[tuple[Path, Played]] = []
     for path in paths:
         run, played = load_run(path)
@@ -97,7 +98,8 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
         _check(path, played, asked)
         plays.append((path, played))
         for number, outcomes in enumerate(run):
-            _join(rounds, seeds, played.seed + number, outcomes)
+            for outcome in outcomes:
+                _join(rounds, places, (played.seed, played.seed + number), outcome)
     kinds = {(p.trace, p.growth, p.drain, p.rebalance_high) for _, p in plays}
     if len(kinds) > 1:
         described = "; ".join(f"{path}: {_described(p)}" for path, p in plays)
@@ -105,21 +107,33 @@ def pooled(paths: Sequence[Path], asked: Asked) -> tuple[list[list[Outcome]], li
             f"--from: the runs played different traces or rebalance highs ({described}); pool "
             "runs of one trace and rebalance high"
         )
-    return rounds, seeds, plays[0][1]
+    return rounds, [seed for _, seed in places], plays[0][1]
 
 
 def _join(
-    rounds: list[list[Outcome]], seeds: list[int], seed: int, outcomes: list[Outcome]
+    rounds: list[list[Outcome]],
+    places: list[tuple[int, int]],
+    place: tuple[int, int],
+    outcome: Outcome,
 ) -> None:
-    """Add ``outcomes`` (one round of ``seed``) to the first round of that seed that none of
-    their strategies played yet, or as a new round."""
-    keys = {o.strategy.key for o in outcomes}
-    for index, (joined, played) in enumerate(zip(rounds, seeds, strict=True)):
-        if played == seed and not keys & {o.strategy.key for o in joined}:
-            rounds[index] = [*joined, *outcomes]
+    """Put ``outcome`` in the first round played at ``place`` (a run's first seed, the round's
+    seed) that has no outcome of its strategy yet, or in place of a skipped one; a skipped
+    outcome where one ran is left out; else it starts a round."""
+    key = outcome.strategy.key
+    for joined, at in zip(rounds, places, strict=True):
+        if at != place:
+            continue
+        same = next((i for i, o in enumerate(joined) if o.strategy.key == key), None)
+        if same is None:
+            joined.append(outcome)
             return
-    rounds.append(list(outcomes))
-    seeds.append(seed)
+        if joined[same].skipped is not None:
+            joined[same] = outcome
+            return
+        if outcome.skipped is not None:
+            return
+    rounds.append([outcome])
+    places.append(place)
 
 
 def _check(path: Path, played: Played, asked: Asked) -> None:

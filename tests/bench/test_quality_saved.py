@@ -32,8 +32,13 @@ def saved(
     played: Played | None,
     rounds: int = 1,
     keys: tuple[str, ...] = ("plain", "estimation"),
+    skipped: tuple[str, ...] = (),
 ) -> Path:
-    run = [[outcome(key, 10 - 7 * index) for index, key in enumerate(keys)] for _ in range(rounds)]
+    run = [
+        [outcome(key, 10 - 7 * index) for index, key in enumerate(keys)]
+        + [Outcome(BY_KEY[key], skipped="not built") for key in skipped]
+        for _ in range(rounds)
+    ]
     path = folder / name
     if played is None:  # saved before runs named their trace
         path.write_text(json.dumps([[recorded(o) for o in outcomes] for outcomes in run]))
@@ -161,16 +166,44 @@ def test_runs_of_one_trace_pool_with_each_runs_own_seeds(tmp_path: Path) -> None
     assert (len(rounds), seeds, played.trace) == (3, [11, 12, 20], "drift")
 
 
+def keys_of(rounds: list[list[Outcome]]) -> list[list[str]]:
+    return [[o.strategy.key + ("?" if o.skipped else "") for o in r] for r in rounds]
+
+
 def test_pieces_of_one_seed_pool_into_one_round_and_a_replay_into_its_own(
     tmp_path: Path,
 ) -> None:
     first = saved(tmp_path, "a.json", DRIFT, rounds=2)
     piece = saved(tmp_path, "b.json", DRIFT, keys=("hot-only",))
-    again = saved(tmp_path, "c.json", DRIFT, keys=("plain",))
+    again = saved(tmp_path, "c.json", DRIFT, keys=("plain", "rebalance"))
     rounds, seeds, _ = pooled([first, piece, again], Asked(None, None, None))
-    keys = [[o.strategy.key for o in outcomes] for outcomes in rounds]
     assert seeds == [11, 12, 11]
-    assert keys == [["plain", "estimation", "hot-only"], ["plain", "estimation"], ["plain"]]
+    assert keys_of(rounds) == [
+        ["plain", "estimation", "hot-only", "rebalance"],
+        ["plain", "estimation"],
+        ["plain"],
+    ]
+
+
+def test_rounds_of_one_seed_from_runs_that_started_apart_stay_apart(tmp_path: Path) -> None:
+    # a run's node background follows its first seed: seed 12 from a run of 11 and 12 is
+    # not the same round as seed 12 from a run started there
+    first = saved(tmp_path, "a.json", DRIFT, rounds=2)
+    later = saved(tmp_path, "b.json", Played("drift", 12, 0.4, 150.0), keys=("hot-only",))
+    rounds, seeds, _ = pooled([first, later], Asked(None, None, None))
+    assert seeds == [11, 12, 12]
+    assert keys_of(rounds) == [["plain", "estimation"], ["plain", "estimation"], ["hot-only"]]
+
+
+def test_a_strategy_one_piece_skipped_gives_way_to_the_piece_that_ran_it(tmp_path: Path) -> None:
+    without = saved(tmp_path, "a.json", DRIFT, keys=("plain",), skipped=("trimaran-tlp",))
+    ran = saved(tmp_path, "b.json", DRIFT, keys=("trimaran-tlp",))
+    skipped_again = saved(tmp_path, "c.json", DRIFT, keys=("hot-only",), skipped=("plain",))
+    rounds, seeds, _ = pooled([without, ran, skipped_again], Asked(None, None, None))
+    assert (seeds, keys_of(rounds)) == ([11], [["plain", "trimaran-tlp", "hot-only"]])
+    # skipped where nothing ran: still shown, as not run
+    rounds, _, _ = pooled([without], Asked(None, None, None))
+    assert keys_of(rounds) == [["plain", "trimaran-tlp?"]]
 
 
 def test_a_run_saved_before_runs_named_their_trace_is_read_as_the_flags_say(
