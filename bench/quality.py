@@ -42,7 +42,7 @@ bench's result, and ``--from`` pools only runs of one high.
 Each round's table is followed by what the extender's filter did for want of room, per strategy
 it served (answers that placed a pod no node had room for; node refusals for want of room), and
 kube-scheduler's own mean times, per strategy (algorithm, attempt, queued to bound:
-``bench.quality_run.SCHEDULER_STEPS``). A missed target is followed by what the recording
+``bench.quality_outcome.SCHEDULER_STEPS``). A missed target is followed by what the recording
 shows behind it (the nodes that carried the overload, or the pods slower than the latency
 bound, each round). ``--from`` prints a saved run's report again without running anything, for
 the trace the run names (a flag that says otherwise is refused; a run saved before runs named
@@ -62,6 +62,7 @@ import time
 from pathlib import Path
 
 from bench import trimaran
+from bench.quality_outcome import Outcome
 from bench.quality_report import (
     render_decisions,
     render_durations,
@@ -70,7 +71,7 @@ from bench.quality_report import (
     render_png,
     render_table,
 )
-from bench.quality_run import Harness, Outcome
+from bench.quality_run import Harness
 from bench.quality_saved import Asked, Played, SavedRunError, pooled, save_run
 from bench.quality_strategies import (
     BY_KEY,

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality_moves import Moves
+from bench.quality_outcome import SCHEDULER_STEPS, Outcome
 from bench.quality_rebalancer import rebalanced
-from bench.quality_run import SCHEDULER_STEPS, Outcome
 from bench.quality_strategies import (
     BY_KEY,
     CPU_LIMIT,
@@ -85,13 +85,13 @@ def render_decisions(outcomes: Sequence[Outcome]) -> list[str]:
 
 
 def timed(verbs: dict[str, float]) -> str:
-    """The extender's mean time per call by verb (:func:`bench.quality_run.verb_seconds`)."""
+    """The extender's mean time per call by verb (:func:`bench.quality_outcome.verb_seconds`)."""
     each = ", ".join(f"{verb} {seconds * 1000:.2f} ms" for verb, seconds in sorted(verbs.items()))
     return f"the extender's mean time per call: {each}"
 
 
 def stepped(steps: dict[str, float]) -> str:
-    """kube-scheduler's mean time by step (:func:`bench.quality_run.scheduler_seconds`)."""
+    """kube-scheduler's mean time by step (:func:`bench.quality_outcome.scheduler_seconds`)."""
     each = ", ".join(
         f"{step} {steps[step] * 1000:.1f} ms" for step in SCHEDULER_STEPS if step in steps
     )
@@ -100,7 +100,7 @@ def stepped(steps: dict[str, float]) -> str:
 
 def decided(decisions: dict[str, float]) -> str:
     """What the extender's filter did for want of room over a run
-    (:func:`bench.quality_run.decision_counts`)."""
+    (:func:`bench.quality_outcome.decision_counts`)."""
     placed = decisions.get("placed_without_room", 0.0)
     refused = decisions.get("refused_for_room", 0.0)
     return (

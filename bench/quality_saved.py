@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.quality_outcome import Outcome
 from bench.quality_report import recorded, replayed
-from bench.quality_run import Outcome
 from bench.quality_strategies import CPU_LIMIT
 from bench.quality_traces import SEED, SHAPES, trace_settings
 from sandbox.workload import TraceShape

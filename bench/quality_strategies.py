@@ -30,6 +30,8 @@ WINDOW = "1m"
 minutes shortened, so that a strategy's run takes minutes."""
 CPU_LIMIT = 0.70
 MEMORY_LIMIT = 0.70
+NODE_CPUS, NODE_MEMORY = 8.0, 32.0 * 2**30
+"""Each node's size: cores, and bytes of memory."""
 SYNC = [
     {"name": "cpu_usage_avg_1m", "period": PERIOD, "delay": DELAY},
     {"name": "mem_usage_avg_1m", "period": PERIOD, "delay": DELAY},

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.quality_moves import Moves
-from bench.quality_run import Outcome
+from bench.quality_outcome import Outcome
 from bench.quality_strategies import (
     CPU_LIMIT,
     MEMORY_LIMIT,

@@ -8,12 +8,13 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from bench.quality_outcome import Outcome
 from bench.quality_report import decided
-from bench.quality_run import NODE_CPUS, Outcome
 from bench.quality_strategies import (
     CPU_LIMIT,
     FACTORS,
     MEMORY_LIMIT,
+    NODE_CPUS,
 )
 from bench.quality_targets import Figures
 from sandbox.workload import (

@@ -44,7 +44,6 @@ updates load the API server as in a cluster.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import random
 import re
@@ -60,16 +59,15 @@ from datetime import UTC, datetime
 
 from bench.extender import add_extender_args
 from bench.lease_option import add_lease_option, renewals
+from bench.pod_watch import watch_pods
 from bench.results import Figure, measured, record
 from bench.stats import median_interval
 from bench.targets import target
 from sandbox.cluster import Sandbox
 from sandbox.specs import ExtenderSpec, NodeSpec, pod_body
 from shared.annotations import encode_metric
-from shared.kube.config import load_endpoint
-from shared.kube.watching import Reflector
 from shared.load_model import LoadRules
-from shared.pods import POD_DECODER, Pod
+from shared.pods import Pod
 from shared.policy import default_policy
 
 OF_PLAIN = target("scheduling", "loadsched-of-plain")
@@ -215,27 +213,7 @@ class BindingClock:
 def watch_bindings(box: Sandbox, label: str, clock: BindingClock) -> threading.Event:
     """Watch the batch's pods in a thread (list, then watch, resuming after a disconnect)
     until every pod is bound; the returned event is set once the first list is in."""
-    listed = threading.Event()
-    endpoint = load_endpoint(str(box.kubeconfig))
-
-    async def run() -> None:
-        async with endpoint.client() as client:
-            reflector = Reflector[Pod](
-                client=client,
-                path="/api/v1/namespaces/default/pods",
-                decode=POD_DECODER.decode,
-                store=clock,
-                name=f"batch {label}",
-                label_selector=f"batch={label}",
-            )
-            task = asyncio.create_task(reflector.run())
-            await reflector.synced.wait()
-            listed.set()
-            while not clock.done.is_set() and not task.done():
-                await asyncio.sleep(0.05)
-            task.cancel()
-
-    threading.Thread(target=asyncio.run, args=(run(),), daemon=True).start()
+    listed, _ = watch_pods(box, f"batch={label}", clock, name=f"batch {label}", until=clock.done)
     return listed
 
 

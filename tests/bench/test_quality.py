@@ -17,6 +17,7 @@ from prometheus_client import generate_latest
 
 from bench import descheduler, quality_strategies, trimaran
 from bench.quality_moves import Moves
+from bench.quality_outcome import Outcome, decision_counts, scheduler_seconds, verb_seconds
 from bench.quality_report import (
     recorded,
     render_decisions,
@@ -25,7 +26,6 @@ from bench.quality_report import (
     render_table,
     replayed,
 )
-from bench.quality_run import Outcome, decision_counts, scheduler_seconds, verb_seconds
 from bench.quality_strategies import (
     BY_KEY,
     CPU_LIMIT,

@@ -2,7 +2,7 @@
 bench's watch store those lives come from."""
 
 from bench.quality_moves import Budget, PodLife, Workloads, moves
-from bench.quality_run import Lives
+from bench.quality_pods import Lives
 from shared.kube.meta import PodMeta
 from shared.pods import Pod, PodSpec
 

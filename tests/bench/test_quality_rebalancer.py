@@ -9,9 +9,9 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from annotator.metrics import AnnotatorMetrics
+from bench.quality_outcome import Outcome
 from bench.quality_rebalancer import KeptLog, rebalanced, rebalancer_counts
 from bench.quality_report import recorded, replayed
-from bench.quality_run import Outcome
 from bench.quality_strategies import BY_KEY
 
 

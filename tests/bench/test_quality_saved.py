@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench import quality
+from bench.quality_outcome import Outcome
 from bench.quality_report import recorded
-from bench.quality_run import Outcome
 from bench.quality_saved import Asked, Played, SavedRunError, load_run, pooled, save_run
 from bench.quality_strategies import BY_KEY
 from sandbox.workload import Load, Recording
