@@ -8,6 +8,7 @@ saved runs read outcomes without the sandbox.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -46,16 +47,9 @@ def verb_seconds(text: str) -> dict[str, float]:
     """From the extender's ``/metrics`` (Prometheus text): its mean time per call, by verb
     (seconds; the verbs called at least once), from first body byte to encoded answer; for
     ``bind``, the binding written to the API server included."""
-    sums: dict[str, float] = {}
-    counts: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            verb = sample.labels.get("verb", "")
-            if sample.name == f"{VERB_SECONDS}_sum":
-                sums[verb] = sample.value
-            elif sample.name == f"{VERB_SECONDS}_count":
-                counts[verb] = sample.value
-    return {verb: sums.get(verb, 0.0) / n for verb, n in counts.items() if n}
+    return histogram_means(
+        text, lambda name, labels: labels.get("verb", "") if name == VERB_SECONDS else None
+    )
 
 
 SCHEDULER_STEPS = {
@@ -74,18 +68,33 @@ scheduling queue to bound, the wait behind the pods before it included."""
 def scheduler_seconds(text: str) -> dict[str, float]:
     """From kube-scheduler's ``/metrics`` (Prometheus text): its mean seconds per observation
     of each of :data:`SCHEDULER_STEPS` observed at least once, summed over other labels."""
+
+    def step_of(name: str, labels: Mapping[str, str]) -> str | None:
+        for step, (histogram, wanted) in SCHEDULER_STEPS.items():
+            if name == histogram and all(labels.get(k) == v for k, v in wanted.items()):
+                return step
+        return None
+
+    return histogram_means(text, step_of)
+
+
+def histogram_means(
+    text: str, key_of: Callable[[str, Mapping[str, str]], str | None]
+) -> dict[str, float]:
+    """From Prometheus text: each histogram's mean (``_sum`` / ``_count``), summed per the key
+    that ``key_of`` gives its name (without the suffix) and labels; ``None``: not read. Keys
+    never observed are left out."""
     sums: dict[str, float] = {}
     counts: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            for step, (name, labels) in SCHEDULER_STEPS.items():
-                if sample.name not in (f"{name}_sum", f"{name}_count") or any(
-                    sample.labels.get(k) != v for k, v in labels.items()
-                ):
+            for suffix, into in (("_sum", sums), ("_count", counts)):
+                if not sample.name.endswith(suffix):
                     continue
-                into = sums if sample.name.endswith("_sum") else counts
-                into[step] = into.get(step, 0.0) + sample.value
-    return {step: sums.get(step, 0.0) / n for step, n in counts.items() if n}
+                key = key_of(sample.name.removesuffix(suffix), sample.labels)
+                if key is not None:
+                    into[key] = into.get(key, 0.0) + sample.value
+    return {key: sums.get(key, 0.0) / n for key, n in counts.items() if n}
 
 
 @dataclass
